@@ -1,0 +1,96 @@
+/// \file
+/// `xdev::Event`: a point in a stream that the host or another stream can wait for.
+#pragma once
+
+#include <xdev/core/detail/unique_function.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace xdev {
+
+namespace detail {
+
+struct EventState {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::vector<unique_function<void()>> callbacks;
+
+  void set() {
+    std::vector<unique_function<void()>> run;
+    {
+      std::lock_guard lk(m);
+      done = true;
+      run.swap(callbacks);
+      cv.notify_all();
+    }
+    for (auto& f : run) f();
+  }
+
+  // Runs `f` once the event is set: at once when it already is, else on the thread that sets it.
+  void on_ready(unique_function<void()> f) {
+    {
+      std::lock_guard lk(m);
+      if (!done) {
+        callbacks.push_back(std::move(f));
+        return;
+      }
+    }
+    f();
+  }
+};
+
+}  // namespace detail
+
+/// A point in a stream, made by `Stream::record()`. It becomes ready when every piece of work
+/// submitted to that stream before the record has completed. Copies share the same point.
+///
+///     auto e = producer.record();
+///     consumer.wait(e);       // later work on `consumer` starts after `e`
+///     e.wait();               // or block the host until it is ready
+class Event {
+ public:
+  /// An event that is already ready (waiting on it returns at once).
+  Event() : state_(std::make_shared<detail::EventState>()) { state_->done = true; }
+
+  /// True once the recorded point has been reached.
+  [[nodiscard]] bool ready() const {
+    std::lock_guard lk(state_->m);
+    return state_->done;
+  }
+
+  /// Blocks the calling thread until the event is ready.
+  void wait() const {
+    std::unique_lock lk(state_->m);
+    state_->cv.wait(lk, [&] { return state_->done; });
+  }
+
+  /// Blocks for at most `timeout`; returns whether the event is ready.
+  template <class Rep, class Period>
+  bool wait_for(std::chrono::duration<Rep, Period> timeout) const {
+    std::unique_lock lk(state_->m);
+    return state_->cv.wait_for(lk, timeout, [&] { return state_->done; });
+  }
+
+  /// Runs `f` once the event is ready: at once if it is, else on the thread that completes it.
+  /// `f` must not throw. For a completion-token form, see `xdev::async_wait` in async/submit.hpp.
+  void on_ready(detail::unique_function<void()> f) const { state_->on_ready(std::move(f)); }
+
+  friend bool operator==(const Event& a, const Event& b) noexcept { return a.state_ == b.state_; }
+
+  /// For streams: an event that is not yet ready.
+  static Event pending() { return Event(std::make_shared<detail::EventState>()); }
+  /// For streams: marks the event ready and runs its waiters.
+  void set() const { state_->set(); }
+
+ private:
+  explicit Event(std::shared_ptr<detail::EventState> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::EventState> state_;
+};
+
+}  // namespace xdev

@@ -1,0 +1,132 @@
+/// \file
+/// `xdev::Stream<B>`: in-order execution on one device; work on different streams may overlap.
+#pragma once
+
+#include <xdev/async/event.hpp>
+#include <xdev/async/submit.hpp>
+#include <xdev/fwd.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace xdev {
+
+/// An in-order queue of work on one device: each operation starts after the one submitted before
+/// it has completed. Operations on different streams of a device may run at the same time. All
+/// streams of a device share its in-flight bound. Copies share the same queue.
+///
+/// Every operation returns at once through a completion token: `xdev::use_future` (the default),
+/// a callback `void(std::exception_ptr[, T])`, `asio::use_awaitable`, `asio::deferred`, ...
+/// Memory passed by span or buffer must stay valid until the operation completes.
+template <class B>
+class Stream {
+ public:
+  Stream(Device<B> device, std::shared_ptr<detail::OpChain> chain) : device_(device), chain_(std::move(chain)) {}
+
+  [[nodiscard]] const Device<B>& device() const noexcept { return device_; }
+
+  /// Runs `f()` on the device after the work before it; completes with its result
+  /// (signature `void(std::exception_ptr, R)`, or `void(std::exception_ptr)` when `f` returns void).
+  /// An exception thrown by `f` reaches the token with its type and message.
+  template <class F, class Token = const use_future_t&>
+  auto execute(F&& f, Token&& token = use_future) const {
+    using R = std::invoke_result_t<std::decay_t<F>&>;
+    static_assert(std::is_void_v<R> || std::is_default_constructible_v<R>,
+                  "xdev::Stream::execute: the result of f must be void or default-constructible");
+    auto slot = std::make_shared<detail::result_slot<R>>();
+    auto launch = [dev = device_, slot, f = std::forward<F>(f)](Completion done) mutable {
+      dev.backend().execute(
+          dev.ordinal(),
+          HostTask([slot, f = std::move(f)]() mutable {
+            detail::async_scope scope;
+            if constexpr (std::is_void_v<R>)
+              f();
+            else
+              slot->value.emplace(f());
+          }),
+          std::move(done));
+    };
+    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
+  }
+
+  /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
+  /// \throws xdev::error `errc::invalid_argument` when they differ or `dst` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_device(std::span<const T> src, Buffer<T, B>& dst, Token&& token = use_future) const {
+    check_same_device(dst.device(), "copy_to_device: destination");
+    check_sizes("copy_to_device", src.size(), dst.size());
+    auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), n = dst.size_bytes()](Completion done) {
+      dev.backend().copy_to_device(dev.ordinal(), src, h, 0, n, std::move(done));
+    };
+    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+  }
+
+  /// Copies `src` into host memory `dst` (device→host). Sizes must match.
+  /// \throws xdev::error `errc::invalid_argument` when they differ or `src` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const Buffer<T, B>& src, std::span<T> dst, Token&& token = use_future) const {
+    check_same_device(src.device(), "copy_to_host: source");
+    check_sizes("copy_to_host", src.size(), dst.size());
+    auto launch = [dev = device_, h = src.native_handle(), dst = dst.data(), n = src.size_bytes()](Completion done) {
+      dev.backend().copy_to_host(dev.ordinal(), h, 0, dst, n, std::move(done));
+    };
+    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+  }
+
+  /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
+  /// but one of them must be on this stream's device. Sizes must match.
+  template <class T, class Token = const use_future_t&>
+  auto copy(const Buffer<T, B>& src, Buffer<T, B>& dst, Token&& token = use_future) const {
+    if (src.device() != device_ && dst.device() != device_)
+      throw error(errc::invalid_argument, "copy: neither source (" + src.device().name() + ") nor destination (" +
+                                              dst.device().name() + ") is on this stream's device " + device_.name());
+    if (!src.device().same_runtime(dst.device()))
+      throw error(errc::invalid_argument, "copy: source and destination belong to different runtimes");
+    check_sizes("copy", src.size(), dst.size());
+    auto launch = [dev = device_, s = src.device().ordinal(), sh = src.native_handle(), d = dst.device().ordinal(),
+                   dh = dst.native_handle(), n = src.size_bytes()](Completion done) {
+      dev.backend().copy_between(s, sh, 0, d, dh, 0, n, std::move(done));
+    };
+    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+  }
+
+  /// An event that becomes ready when all work submitted to this stream so far has completed.
+  [[nodiscard]] Event record() const {
+    Event e = Event::pending();
+    detail::enqueue_marker(*device_.queue(), chain_, [e](Completion done) {
+      e.set();
+      done(nullptr);
+    });
+    return e;
+  }
+
+  /// Work submitted to this stream after this call starts only once `e` is ready.
+  void wait(const Event& e) const {
+    detail::enqueue_marker(*device_.queue(), chain_, [e](Completion done) {
+      e.on_ready([done = std::move(done)]() mutable { done(nullptr); });
+    });
+  }
+
+  friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }
+
+ private:
+  void check_same_device(const Device<B>& d, const char* what) const {
+    if (d != device_)
+      throw error(errc::invalid_argument,
+                  std::string(what) + " buffer is on " + d.name() + ", not on this stream's device " + device_.name());
+  }
+  static void check_sizes(const char* op, std::size_t src, std::size_t dst) {
+    if (src != dst)
+      throw error(errc::invalid_argument, std::string(op) + ": source has " + std::to_string(src) +
+                                              " elements but destination has " + std::to_string(dst));
+  }
+
+  Device<B> device_;
+  std::shared_ptr<detail::OpChain> chain_;
+};
+
+}  // namespace xdev

@@ -1,0 +1,154 @@
+/// \file
+/// The backend contract: `xdev::concepts::Backend<B>` and `xdev::check_backend<B>()`.
+///
+/// A backend is a class whose objects are a device type's run-time state (one per process,
+/// owned by an `xdev::Runtime<B>`). It states, in order of the concepts below:
+///
+///     struct MyBackend {
+///       static constexpr std::string_view name = "MINE";                  // HasName
+///       using capabilities = xdev::Capabilities<xdev::MaxInflight<8>>;     // HasCapabilities
+///       using memory_handle = void*;                                      // HasMemoryHandle
+///       std::size_t device_count() const;                                 // EnumeratesDevices
+///       memory_handle allocate(std::size_t device, std::size_t bytes);     // Allocates
+///       void deallocate(std::size_t device, memory_handle, std::size_t bytes) noexcept;
+///       void copy_to_device(std::size_t device, const void* src, memory_handle dst,
+///                           std::size_t dst_offset, std::size_t bytes, xdev::Completion done);  // Transfers
+///       void copy_to_host(std::size_t device, memory_handle src, std::size_t src_offset,
+///                         void* dst, std::size_t bytes, xdev::Completion done);
+///       void copy_between(std::size_t src_device, memory_handle src, std::size_t src_offset,
+///                         std::size_t dst_device, memory_handle dst, std::size_t dst_offset,
+///                         std::size_t bytes, xdev::Completion done);
+///       void execute(std::size_t device, xdev::HostTask task, xdev::Completion done);  // Submits
+///     };
+///
+/// Every asynchronous member returns at once and later calls `done` exactly once. `allocate`
+/// throws `xdev::error` (`errc::out_of_memory`) when the device has no room. See
+/// docs/writing-a-backend.md for each requirement in detail.
+#pragma once
+
+#include <xdev/backend/completion.hpp>
+#include <xdev/policy/capabilities.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <string_view>
+#include <type_traits>
+
+namespace xdev::concepts {
+
+/// `B::name` is a compile-time string naming the device type ("HOST", "OPENCL").
+template <class B>
+concept HasName = requires {
+  { B::name } -> std::convertible_to<std::string_view>;
+  std::integral_constant<std::size_t, std::string_view(B::name).size()>::value;
+};
+
+/// `B::capabilities` is an `xdev::Capabilities<...>` list.
+template <class B>
+concept HasCapabilities = requires { typename B::capabilities; } && is_capabilities_v<typename B::capabilities>;
+
+/// `B::memory_handle` is a trivially copyable, equality-comparable handle to device memory.
+template <class B>
+concept HasMemoryHandle = requires { typename B::memory_handle; } &&
+                          std::is_trivially_copyable_v<typename B::memory_handle> &&
+                          std::equality_comparable<typename B::memory_handle>;
+
+/// `b.device_count()` tells how many devices this backend drives.
+template <class B>
+concept EnumeratesDevices = requires(const B& b) {
+  { b.device_count() } -> std::convertible_to<std::size_t>;
+};
+
+/// `b.allocate(device, bytes)` returns a `memory_handle`; `b.deallocate(device, h, bytes)` is noexcept.
+template <class B>
+concept Allocates = HasMemoryHandle<B> && requires(B& b, std::size_t n, typename B::memory_handle h) {
+  { b.allocate(n, n) } -> std::same_as<typename B::memory_handle>;
+  { b.deallocate(n, h, n) } noexcept;
+};
+
+/// Host→device transfer: `b.copy_to_device(device, src, dst, dst_offset, bytes, done)`.
+template <class B>
+concept CopiesToDevice =
+    HasMemoryHandle<B> && requires(B& b, std::size_t n, const void* src, typename B::memory_handle h, Completion c) {
+      b.copy_to_device(n, src, h, n, n, std::move(c));
+    };
+
+/// Device→host transfer: `b.copy_to_host(device, src, src_offset, dst, bytes, done)`.
+template <class B>
+concept CopiesToHost =
+    HasMemoryHandle<B> && requires(B& b, std::size_t n, void* dst, typename B::memory_handle h, Completion c) {
+      b.copy_to_host(n, h, n, dst, n, std::move(c));
+    };
+
+/// Device→device transfer, also between two devices of the backend:
+/// `b.copy_between(src_device, src, src_offset, dst_device, dst, dst_offset, bytes, done)`.
+template <class B>
+concept CopiesBetweenDevices =
+    HasMemoryHandle<B> && requires(B& b, std::size_t n, typename B::memory_handle h, Completion c) {
+      b.copy_between(n, h, n, n, h, n, n, std::move(c));
+    };
+
+/// All three transfer directions.
+template <class B>
+concept Transfers = CopiesToDevice<B> && CopiesToHost<B> && CopiesBetweenDevices<B>;
+
+/// `b.execute(device, task, done)` runs a host function in device order and reports through `done`.
+template <class B>
+concept Submits = requires(B& b, std::size_t n, HostTask t, Completion c) { b.execute(n, std::move(t), std::move(c)); };
+
+/// Everything xdev needs from a device type. Use `xdev::check_backend<B>()` to get one sentence
+/// per missing requirement instead of a concept trace.
+template <class B>
+concept Backend = HasName<B> && HasCapabilities<B> && HasMemoryHandle<B> && EnumeratesDevices<B> && Allocates<B> &&
+                  Transfers<B> && Submits<B>;
+
+/// A backend whose memory handles are host addresses (`b.host_address(h)` returns `void*`), so
+/// host code can read device memory directly (the host backend).
+template <class B>
+concept HostAccessibleBackend = Backend<B> && requires(const B& b, typename B::memory_handle h) {
+  { b.host_address(h) } -> std::same_as<void*>;
+};
+
+}  // namespace xdev::concepts
+
+namespace xdev {
+
+/// Checks `B` against the backend contract with one messaged `static_assert` per requirement,
+/// so a mistake reads as a sentence naming the missing member. Returns true when `B` is a backend:
+///
+///     static_assert(xdev::check_backend<MyBackend>());
+template <class B>
+consteval bool check_backend() {
+  static_assert(concepts::HasName<B>,
+                "xdev backend: missing `static constexpr std::string_view name = \"...\";` naming the device type");
+  static_assert(concepts::HasCapabilities<B>,
+                "xdev backend: missing `using capabilities = xdev::Capabilities<...>;` "
+                "(write xdev::Capabilities<> to take every default)");
+  static_assert(concepts::HasMemoryHandle<B>,
+                "xdev backend: missing `using memory_handle = ...;` a trivially copyable, equality-comparable "
+                "handle to device memory");
+  static_assert(concepts::EnumeratesDevices<B>, "xdev backend: missing `std::size_t device_count() const`");
+  static_assert(!concepts::HasMemoryHandle<B> || concepts::Allocates<B>,
+                "xdev backend: allocation must be `memory_handle allocate(std::size_t device, std::size_t bytes)` and "
+                "`void deallocate(std::size_t device, memory_handle, std::size_t bytes) noexcept`");
+  static_assert(!concepts::HasMemoryHandle<B> || concepts::CopiesToDevice<B>,
+                "xdev backend: missing host-to-device transfer `void copy_to_device(std::size_t device, const void* "
+                "src, memory_handle dst, std::size_t dst_offset, std::size_t bytes, xdev::Completion done)`");
+  static_assert(!concepts::HasMemoryHandle<B> || concepts::CopiesToHost<B>,
+                "xdev backend: missing device-to-host transfer `void copy_to_host(std::size_t device, memory_handle "
+                "src, std::size_t src_offset, void* dst, std::size_t bytes, xdev::Completion done)`");
+  static_assert(!concepts::HasMemoryHandle<B> || concepts::CopiesBetweenDevices<B>,
+                "xdev backend: missing device-to-device transfer `void copy_between(std::size_t src_device, "
+                "memory_handle src, std::size_t src_offset, std::size_t dst_device, memory_handle dst, std::size_t "
+                "dst_offset, std::size_t bytes, xdev::Completion done)`");
+  static_assert(concepts::Submits<B>,
+                "xdev backend: missing submission `void execute(std::size_t device, xdev::HostTask task, "
+                "xdev::Completion done)` that runs work asynchronously and calls done exactly once");
+  if constexpr (concepts::HasCapabilities<B>) {
+    // Instantiates the list so that a duplicate or non-policy argument is reported here too.
+    static_assert(B::capabilities::set.max_inflight > 0);
+  }
+  return concepts::Backend<B>;
+}
+
+}  // namespace xdev

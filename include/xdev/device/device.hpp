@@ -1,0 +1,153 @@
+/// \file
+/// `xdev::Device<B>`: a typed handle to one device of backend `B`.
+#pragma once
+
+#include <xdev/async/device_queue.hpp>
+#include <xdev/async/stream.hpp>
+#include <xdev/backend/concepts.hpp>
+#include <xdev/fwd.hpp>
+#include <xdev/memory/allocator.hpp>
+#include <xdev/memory/buffer.hpp>
+#include <xdev/policy/capabilities.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <utility>
+
+namespace xdev {
+
+namespace detail {
+template <class B>
+struct DeviceState;  // defined in device/runtime.hpp
+}  // namespace detail
+
+/// A handle to device `ordinal()` of a `Runtime<B>`: a pointer and an index, cheap to copy. Every
+/// call resolves statically to the backend. Obtained from `Runtime<B>::device(i)` or `devices()`.
+///
+///     xdev::Runtime<xdev::backends::Host> host;
+///     xdev::Device dev = host.device(0);            // prints as "HOST:0"
+///     auto buf = dev.allocate<float>(1024);
+///     dev.copy_to_device(std::span<const float>(v), buf).get();
+///
+/// Compile-time capabilities are reachable from the type: `Device<B>::capabilities::max_inflight`.
+/// The runtime must outlive its devices, buffers and streams.
+template <class B>
+class Device {
+  static_assert(check_backend<B>(), "xdev::Device<B>: B does not satisfy xdev::concepts::Backend (see above)");
+
+ public:
+  using backend_type = B;
+  using capabilities = typename B::capabilities;
+  /// The compile-time capabilities as a run-time value (what an erased handle of this device reports).
+  static constexpr CapabilitySet capability_set = capabilities::set;
+
+  /// A handle to no device (what a moved-from buffer holds).
+  Device() noexcept = default;
+  Device(Runtime<B>& runtime, std::size_t ordinal) noexcept : runtime_(&runtime), ordinal_(ordinal) {}
+
+  [[nodiscard]] std::size_t ordinal() const noexcept { return ordinal_; }
+  /// "NAME:ordinal", e.g. "HOST:0".
+  [[nodiscard]] std::string name() const { return std::string(B::name) + ':' + std::to_string(ordinal_); }
+  [[nodiscard]] Runtime<B>& runtime() const noexcept { return *runtime_; }
+  [[nodiscard]] B& backend() const noexcept { return runtime_->backend(); }
+  /// True when both handles belong to the same runtime (a copy between them is possible).
+  [[nodiscard]] bool same_runtime(const Device& o) const noexcept { return runtime_ && runtime_ == o.runtime_; }
+
+  // Memory
+
+  /// Allocates device memory for `count` elements of `T` (contents unspecified).
+  /// \throws xdev::error `errc::out_of_memory` naming the device, the request and the limit.
+  template <class T>
+  [[nodiscard]] Buffer<T, B> allocate(std::size_t count) const {
+    if (count > std::size_t(-1) / sizeof(T))
+      throw error(errc::out_of_memory, "allocation of " + std::to_string(count) + " elements of " +
+                                           std::to_string(sizeof(T)) + " bytes on " + name() + " overflows size_t");
+    return Buffer<T, B>(*this, state().allocator.allocate(count * sizeof(T)), count);
+  }
+
+  [[nodiscard]] MemoryStats memory_stats() const { return state().allocator.stats(); }
+  /// Sets the peak statistic to the bytes in use now.
+  void reset_peak_memory_stats() const { state().allocator.reset_peak(); }
+  /// Sets (or with `std::nullopt` clears) the bytes this device may have in use.
+  void set_memory_limit(std::optional<std::size_t> bytes) const { state().allocator.set_limit(bytes); }
+  /// Returns cached free blocks to the backend.
+  void release_cached_memory() const { state().allocator.release_cached(); }
+
+  // Execution
+
+  /// The device's default stream: device-level operations below run on it, in order.
+  [[nodiscard]] Stream<B> default_stream() const { return Stream<B>(*this, queue()->default_chain()); }
+  /// A new stream: in order within itself, free to overlap with other streams.
+  [[nodiscard]] Stream<B> make_stream() const { return Stream<B>(*this, std::make_shared<detail::OpChain>()); }
+
+  /// `default_stream().execute(f, token)`.
+  template <class F, class Token = const use_future_t&>
+  auto execute(F&& f, Token&& token = use_future) const {
+    return default_stream().execute(std::forward<F>(f), std::forward<Token>(token));
+  }
+  /// `default_stream().copy_to_device(src, dst, token)`.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_device(std::span<const T> src, Buffer<T, B>& dst, Token&& token = use_future) const {
+    return default_stream().copy_to_device(src, dst, std::forward<Token>(token));
+  }
+  /// `default_stream().copy_to_host(src, dst, token)`.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const Buffer<T, B>& src, std::span<T> dst, Token&& token = use_future) const {
+    return default_stream().copy_to_host(src, dst, std::forward<Token>(token));
+  }
+  /// `default_stream().copy(src, dst, token)`.
+  template <class T, class Token = const use_future_t&>
+  auto copy(const Buffer<T, B>& src, Buffer<T, B>& dst, Token&& token = use_future) const {
+    return default_stream().copy(src, dst, std::forward<Token>(token));
+  }
+
+  /// Waits for all work submitted to the device, on any stream, to complete; then raises the
+  /// oldest error that no future or handler received (work whose future was dropped, a detached
+  /// operation, a handler that threw).
+  void synchronize() const { queue()->synchronize(); }
+
+  /// The in-flight bound in force: `RuntimeOptions::max_inflight`, else `XDEV_MAX_INFLIGHT`, else
+  /// the `MaxInflight` capability.
+  [[nodiscard]] std::size_t max_inflight() const { return queue()->throttle().limit(); }
+  [[nodiscard]] ExecutionStats execution_stats() const { return queue()->stats(); }
+
+  /// The device's execution state (for xdev's own layers).
+  [[nodiscard]] const std::shared_ptr<DeviceQueue>& queue() const { return state().queue; }
+
+  /// A hash combining runtime and ordinal (what `std::hash<Device<B>>` returns).
+  [[nodiscard]] std::size_t hash() const noexcept {
+    const std::size_t h = std::hash<const void*>{}(runtime_);
+    return h ^ (std::hash<std::size_t>{}(ordinal_) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  }
+
+  friend bool operator==(const Device& a, const Device& b) noexcept {
+    return a.runtime_ == b.runtime_ && a.ordinal_ == b.ordinal_;
+  }
+  friend std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.name(); }
+
+ private:
+  template <class T, class B2>
+  friend class Buffer;
+
+  detail::DeviceState<B>& state() const { return runtime_->state(ordinal_); }
+  void release_memory(typename B::memory_handle h, std::size_t bytes) const noexcept {
+    state().allocator.deallocate(h, bytes);
+  }
+
+  Runtime<B>* runtime_ = nullptr;
+  std::size_t ordinal_ = 0;
+};
+
+}  // namespace xdev
+
+template <class B>
+struct std::hash<xdev::Device<B>> {
+  std::size_t operator()(const xdev::Device<B>& d) const noexcept {
+    return d.hash();
+  }
+};

@@ -1,0 +1,128 @@
+/// \file
+/// `xdev::Runtime<B>`: one backend's devices in this process, with their memory and queues.
+#pragma once
+
+#include <xdev/async/device_queue.hpp>
+#include <xdev/core/env.hpp>
+#include <xdev/device/device.hpp>
+#include <xdev/memory/allocator.hpp>
+
+#include <range/v3/view/iota.hpp>
+#include <range/v3/view/transform.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xdev {
+
+/// Options for creating a runtime; each unset member takes the value described.
+struct RuntimeOptions {
+  /// In-flight bound of every device. Unset: `XDEV_MAX_INFLIGHT`, else the `MaxInflight` capability.
+  std::optional<std::size_t> max_inflight;
+  /// Bytes each device may have in use. Unset: the `MemoryPerDevice` capability, if not 0.
+  std::optional<std::size_t> memory_limit;
+};
+
+namespace detail {
+template <class B>
+struct DeviceState {
+  DeviceState(B& backend, std::size_t ordinal, const std::string& name, std::optional<std::size_t> limit,
+              std::size_t max_inflight)
+      : allocator(backend, ordinal, name, limit), queue(std::make_shared<DeviceQueue>(name, max_inflight)) {}
+  DeviceAllocator<B> allocator;
+  std::shared_ptr<DeviceQueue> queue;
+};
+}  // namespace detail
+
+/// Owns a backend object and the xdev state of each of its devices (allocator, execution queue).
+/// Destroying it finishes all work in flight first. Not copyable or movable: devices point to it.
+///
+///     xdev::Runtime<xdev::backends::Host> host({.max_inflight = 8});
+///     for (xdev::Device<xdev::backends::Host> d : host.devices()) std::cout << d << '\n';
+template <class B>
+class Runtime {
+  static_assert(check_backend<B>(), "xdev::Runtime<B>: B does not satisfy xdev::concepts::Backend (see above)");
+
+ public:
+  /// Creates the backend from `backend_args` and sets up its devices.
+  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_MAX_INFLIGHT` or option.
+  template <class... Args>
+  explicit Runtime(RuntimeOptions options = {}, Args&&... backend_args)
+      : backend_(std::forward<Args>(backend_args)...) {
+    const std::size_t inflight = resolve_max_inflight(options);
+    std::optional<std::size_t> limit = options.memory_limit;
+    if (!limit && B::capabilities::memory_per_device != 0) limit = B::capabilities::memory_per_device;
+    const std::size_t n = backend_.device_count();
+    states_.reserve(n);
+    for (std::size_t i = 0; i < n; ++i)
+      states_.push_back(std::make_unique<detail::DeviceState<B>>(backend_, i, Device<B>(*this, i).name(), limit,
+                                                                 inflight));
+  }
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+  ~Runtime() { shutdown(); }
+
+  [[nodiscard]] B& backend() noexcept { return backend_; }
+  [[nodiscard]] std::size_t device_count() const noexcept { return states_.size(); }
+
+  /// Device `ordinal`.
+  /// \throws xdev::error `errc::not_found` naming the device and how many exist.
+  [[nodiscard]] Device<B> device(std::size_t ordinal) {
+    if (ordinal >= states_.size())
+      throw error(errc::not_found, "device " + std::string(B::name) + ':' + std::to_string(ordinal) +
+                                       " does not exist; " + std::string(B::name) + " has " +
+                                       std::to_string(states_.size()) + " device(s)");
+    return Device<B>(*this, ordinal);
+  }
+
+  /// Every device, as a range of `Device<B>` in ordinal order.
+  [[nodiscard]] auto devices() {
+    return ranges::views::iota(std::size_t{0}, states_.size()) |
+           ranges::views::transform([this](std::size_t i) { return Device<B>(*this, i); });
+  }
+
+  /// Waits for all work on every device, then raises the oldest unobserved error of any device.
+  void synchronize() {
+    for (auto& s : states_) s->queue->synchronize();
+  }
+
+  /// Stops accepting work (later submissions fail with `errc::unavailable`) and waits for all work
+  /// in flight to complete. Idempotent; the destructor calls it.
+  void shutdown() {
+    for (auto& s : states_) s->queue->close();
+  }
+
+  /// The state behind device `ordinal` (for `Device`).
+  [[nodiscard]] detail::DeviceState<B>& state(std::size_t ordinal) { return *states_[ordinal]; }
+
+ private:
+  static std::size_t resolve_max_inflight(const RuntimeOptions& o) {
+    constexpr std::size_t max_accepted = std::size_t{1} << 20;
+    if (o.max_inflight) {
+      if (*o.max_inflight < 1 || *o.max_inflight > max_accepted)
+        throw error(errc::invalid_argument, "RuntimeOptions::max_inflight=" + std::to_string(*o.max_inflight) +
+                                                " is not in [1, " + std::to_string(max_accepted) + "]");
+      return *o.max_inflight;
+    }
+    if (auto env = getenv_count("XDEV_MAX_INFLIGHT", 1, max_accepted)) return *env;
+    return B::capabilities::max_inflight;
+  }
+
+  B backend_;  // first member: destroyed last, after every device state has released its memory
+  std::vector<std::unique_ptr<detail::DeviceState<B>>> states_;
+};
+
+/// The process-wide runtime of backend `B`, created with default options on first use and
+/// destroyed (after finishing its work) at exit.
+template <class B>
+Runtime<B>& default_runtime() {
+  static Runtime<B> instance;
+  return instance;
+}
+
+}  // namespace xdev
