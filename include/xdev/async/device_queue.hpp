@@ -87,9 +87,12 @@ class DeviceQueue {
   }
 
   [[nodiscard]] ExecutionStats stats() const {
-    return {submitted_.load(std::memory_order_relaxed), completed_.load(std::memory_order_relaxed),
-            failed_.load(std::memory_order_relaxed),    throttle_.waits(),
-            throttle_.limit(),                          throttle_.high_water()};
+    return {submitted_.load(std::memory_order_relaxed),
+            completed_.load(std::memory_order_relaxed),
+            failed_.load(std::memory_order_relaxed),
+            throttle_.waits(),
+            throttle_.limit(),
+            throttle_.high_water()};
   }
 
  private:

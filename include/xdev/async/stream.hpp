@@ -39,16 +39,14 @@ class Stream {
                   "xdev::Stream::execute: the result of f must be void or default-constructible");
     auto slot = std::make_shared<detail::result_slot<R>>();
     auto launch = [dev = device_, slot, f = std::forward<F>(f)](Completion done) mutable {
-      dev.backend().execute(
-          dev.ordinal(),
-          HostTask([slot, f = std::move(f)]() mutable {
-            detail::async_scope scope;
-            if constexpr (std::is_void_v<R>)
-              f();
-            else
-              slot->value.emplace(f());
-          }),
-          std::move(done));
+      dev.backend().execute(dev.ordinal(), HostTask([slot, f = std::move(f)]() mutable {
+                              detail::async_scope scope;
+                              if constexpr (std::is_void_v<R>)
+                                f();
+                              else
+                                slot->value.emplace(f());
+                            }),
+                            std::move(done));
     };
     return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
   }
@@ -106,9 +104,8 @@ class Stream {
 
   /// Work submitted to this stream after this call starts only once `e` is ready.
   void wait(const Event& e) const {
-    detail::enqueue_marker(*device_.queue(), chain_, [e](Completion done) {
-      e.on_ready([done = std::move(done)]() mutable { done(nullptr); });
-    });
+    detail::enqueue_marker(*device_.queue(), chain_,
+                           [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
   }
 
   friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }

@@ -45,7 +45,8 @@ inline bool in_async_context() noexcept {
 }
 
 template <class Handler>
-inline constexpr bool is_detached_handler = std::is_same_v<std::decay_t<Handler>, boost::asio::detail::detached_handler>;
+inline constexpr bool is_detached_handler =
+    std::is_same_v<std::decay_t<Handler>, boost::asio::detail::detached_handler>;
 
 // Calls `h` on its associated executor. Nothing it throws escapes to an executor (Asio's
 // thread_pool would terminate): it becomes a kept error of the device instead.

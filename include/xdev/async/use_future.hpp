@@ -59,8 +59,7 @@ class future_handler {
 
  public:
   future_handler()
-      : probe_(std::make_shared<future_probe>()),
-        promise_(std::allocator_arg, probe_allocator<char>(probe_)) {}
+      : probe_(std::make_shared<future_probe>()), promise_(std::allocator_arg, probe_allocator<char>(probe_)) {}
 
   std::future<value_type> get_future() { return promise_.get_future(); }
 

@@ -45,13 +45,17 @@ concept HasName = requires {
 
 /// `B::capabilities` is an `xdev::Capabilities<...>` list.
 template <class B>
-concept HasCapabilities = requires { typename B::capabilities; } && is_capabilities_v<typename B::capabilities>;
+concept HasCapabilities = requires {
+  typename B::capabilities;
+}
+&&is_capabilities_v<typename B::capabilities>;
 
 /// `B::memory_handle` is a trivially copyable, equality-comparable handle to device memory.
 template <class B>
-concept HasMemoryHandle = requires { typename B::memory_handle; } &&
-                          std::is_trivially_copyable_v<typename B::memory_handle> &&
-                          std::equality_comparable<typename B::memory_handle>;
+concept HasMemoryHandle = requires {
+  typename B::memory_handle;
+}
+&&std::is_trivially_copyable_v<typename B::memory_handle>&& std::equality_comparable<typename B::memory_handle>;
 
 /// `b.device_count()` tells how many devices this backend drives.
 template <class B>
@@ -63,30 +67,31 @@ concept EnumeratesDevices = requires(const B& b) {
 template <class B>
 concept Allocates = HasMemoryHandle<B> && requires(B& b, std::size_t n, typename B::memory_handle h) {
   { b.allocate(n, n) } -> std::same_as<typename B::memory_handle>;
-  { b.deallocate(n, h, n) } noexcept;
+  { b.deallocate(n, h, n) }
+  noexcept;
 };
 
 /// Host→device transfer: `b.copy_to_device(device, src, dst, dst_offset, bytes, done)`.
 template <class B>
-concept CopiesToDevice =
-    HasMemoryHandle<B> && requires(B& b, std::size_t n, const void* src, typename B::memory_handle h, Completion c) {
-      b.copy_to_device(n, src, h, n, n, std::move(c));
-    };
+concept CopiesToDevice = HasMemoryHandle<B> &&
+    requires(B& b, std::size_t n, const void* src, typename B::memory_handle h, Completion c) {
+  b.copy_to_device(n, src, h, n, n, std::move(c));
+};
 
 /// Device→host transfer: `b.copy_to_host(device, src, src_offset, dst, bytes, done)`.
 template <class B>
-concept CopiesToHost =
-    HasMemoryHandle<B> && requires(B& b, std::size_t n, void* dst, typename B::memory_handle h, Completion c) {
-      b.copy_to_host(n, h, n, dst, n, std::move(c));
-    };
+concept CopiesToHost = HasMemoryHandle<B> &&
+    requires(B& b, std::size_t n, void* dst, typename B::memory_handle h, Completion c) {
+  b.copy_to_host(n, h, n, dst, n, std::move(c));
+};
 
 /// Device→device transfer, also between two devices of the backend:
 /// `b.copy_between(src_device, src, src_offset, dst_device, dst, dst_offset, bytes, done)`.
 template <class B>
-concept CopiesBetweenDevices =
-    HasMemoryHandle<B> && requires(B& b, std::size_t n, typename B::memory_handle h, Completion c) {
-      b.copy_between(n, h, n, n, h, n, n, std::move(c));
-    };
+concept CopiesBetweenDevices = HasMemoryHandle<B> &&
+    requires(B& b, std::size_t n, typename B::memory_handle h, Completion c) {
+  b.copy_between(n, h, n, n, h, n, n, std::move(c));
+};
 
 /// All three transfer directions.
 template <class B>
@@ -94,13 +99,15 @@ concept Transfers = CopiesToDevice<B> && CopiesToHost<B> && CopiesBetweenDevices
 
 /// `b.execute(device, task, done)` runs a host function in device order and reports through `done`.
 template <class B>
-concept Submits = requires(B& b, std::size_t n, HostTask t, Completion c) { b.execute(n, std::move(t), std::move(c)); };
+concept Submits = requires(B& b, std::size_t n, HostTask t, Completion c) {
+  b.execute(n, std::move(t), std::move(c));
+};
 
 /// Everything xdev needs from a device type. Use `xdev::check_backend<B>()` to get one sentence
 /// per missing requirement instead of a concept trace.
 template <class B>
 concept Backend = HasName<B> && HasCapabilities<B> && HasMemoryHandle<B> && EnumeratesDevices<B> && Allocates<B> &&
-                  Transfers<B> && Submits<B>;
+    Transfers<B> && Submits<B>;
 
 /// A backend whose memory handles are host addresses (`b.host_address(h)` returns `void*`), so
 /// host code can read device memory directly (the host backend).

@@ -30,9 +30,9 @@ class Host {
  public:
   static constexpr std::string_view name = "HOST";
   /// Dense gather on small tables, Philox, CPU autocast to bf16, up to 64 in flight, picked last.
-  using capabilities = Capabilities<DenseGather<8192>, RngDefault<RngAlgorithm::philox>,
-                                    Autocast<AutocastKey::cpu, DType::bf16>, MaxInflight<64>,
-                                    CollectiveBackend<CollectiveKind::ring>, Priority<-100>>;
+  using capabilities =
+      Capabilities<DenseGather<8192>, RngDefault<RngAlgorithm::philox>, Autocast<AutocastKey::cpu, DType::bf16>,
+                   MaxInflight<64>, CollectiveBackend<CollectiveKind::ring>, Priority<-100>>;
   using memory_handle = void*;
 
   /// Most devices `XDEV_HOST_DEVICES` may ask for.
@@ -65,14 +65,16 @@ class Host {
 
   /// \throws xdev::error `errc::out_of_memory` when the system cannot provide `bytes`.
   memory_handle allocate(std::size_t device, std::size_t bytes) {
-    void* p = ::operator new(bytes, std::align_val_t{alignment}, std::nothrow);
+    void* p = ::operator new (bytes, std::align_val_t{alignment}, std::nothrow);
     if (p == nullptr)
-      throw error(errc::out_of_memory, "out of memory on HOST:" + std::to_string(device) + ": the system could not "
-                                           "provide " + std::to_string(bytes) + " bytes");
+      throw error(errc::out_of_memory, "out of memory on HOST:" + std::to_string(device) +
+                                           ": the system could not "
+                                           "provide " +
+                                           std::to_string(bytes) + " bytes");
     return p;
   }
   void deallocate(std::size_t, memory_handle h, std::size_t) noexcept {
-    ::operator delete(h, std::align_val_t{alignment});
+    ::operator delete (h, std::align_val_t{alignment});
   }
   [[nodiscard]] void* host_address(memory_handle h) const noexcept { return h; }
 
@@ -86,8 +88,11 @@ class Host {
   }
   void copy_between(std::size_t, memory_handle src, std::size_t src_offset, std::size_t, memory_handle dst,
                     std::size_t dst_offset, std::size_t bytes, Completion done) {
-    run([=] { std::memmove(static_cast<std::byte*>(dst) + dst_offset, static_cast<const std::byte*>(src) + src_offset,
-                           bytes); },
+    run(
+        [=] {
+          std::memmove(static_cast<std::byte*>(dst) + dst_offset, static_cast<const std::byte*>(src) + src_offset,
+                       bytes);
+        },
         std::move(done));
   }
   void execute(std::size_t, HostTask task, Completion done) { run(std::move(task), std::move(done)); }

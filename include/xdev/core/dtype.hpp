@@ -25,13 +25,17 @@ inline constexpr std::array<DType, 8> all_dtypes{DType::bool_, DType::u8,   DTyp
 constexpr std::size_t size_of(DType t) noexcept {
   switch (t) {
     case DType::bool_:
-    case DType::u8: return 1;
+    case DType::u8:
+      return 1;
     case DType::f16:
-    case DType::bf16: return 2;
+    case DType::bf16:
+      return 2;
     case DType::i32:
-    case DType::f32: return 4;
+    case DType::f32:
+      return 4;
     case DType::i64:
-    case DType::f64: return 8;
+    case DType::f64:
+      return 8;
   }
   return 0;
 }
@@ -39,14 +43,22 @@ constexpr std::size_t size_of(DType t) noexcept {
 /// The canonical lower-case name ("bool", "u8", "i32", "i64", "f16", "bf16", "f32", "f64").
 constexpr std::string_view name_of(DType t) noexcept {
   switch (t) {
-    case DType::bool_: return "bool";
-    case DType::u8: return "u8";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
+    case DType::bool_:
+      return "bool";
+    case DType::u8:
+      return "u8";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
   }
   return "?";
 }
@@ -90,23 +102,45 @@ inline DType parse_dtype(std::string_view s) {
               "unknown dtype \"" + std::string(s) + "\"; accepted: bool, u8, i32, i64, f16, bf16, f32, f64");
 }
 
-inline std::ostream& operator<<(std::ostream& os, DType t) { return os << name_of(t); }
+inline std::ostream& operator<<(std::ostream& os, DType t) {
+  return os << name_of(t);
+}
 
 /// Maps a C++ element type to its dtype: `dtype_of<float>` is `DType::f32`.
 /// Specialize `dtype_traits` for 16-bit float types of your own.
 template <class T>
 struct dtype_traits;
 
-template <> struct dtype_traits<bool> { static constexpr DType value = DType::bool_; };
-template <> struct dtype_traits<std::uint8_t> { static constexpr DType value = DType::u8; };
-template <> struct dtype_traits<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_traits<std::int64_t> { static constexpr DType value = DType::i64; };
-template <> struct dtype_traits<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_traits<double> { static constexpr DType value = DType::f64; };
+template <>
+struct dtype_traits<bool> {
+  static constexpr DType value = DType::bool_;
+};
+template <>
+struct dtype_traits<std::uint8_t> {
+  static constexpr DType value = DType::u8;
+};
+template <>
+struct dtype_traits<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_traits<std::int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct dtype_traits<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_traits<double> {
+  static constexpr DType value = DType::f64;
+};
 
 /// True when `T` has a dtype (`dtype_traits<T>` is specialized).
 template <class T>
-concept HasDType = requires { dtype_traits<T>::value; };
+concept HasDType = requires {
+  dtype_traits<T>::value;
+};
 
 template <HasDType T>
 inline constexpr DType dtype_of = dtype_traits<T>::value;

@@ -27,15 +27,24 @@ inline const std::error_category& error_category() noexcept {
     const char* name() const noexcept override { return "xdev"; }
     std::string message(int code) const override {
       switch (static_cast<errc>(code)) {
-        case errc::invalid_argument: return "invalid argument";
-        case errc::out_of_memory: return "out of memory";
-        case errc::not_found: return "not found";
-        case errc::unavailable: return "unavailable";
-        case errc::unimplemented: return "unimplemented";
-        case errc::incompatible_abi: return "incompatible ABI";
-        case errc::cancelled: return "cancelled";
-        case errc::deadline_exceeded: return "deadline exceeded";
-        case errc::internal: return "internal error";
+        case errc::invalid_argument:
+          return "invalid argument";
+        case errc::out_of_memory:
+          return "out of memory";
+        case errc::not_found:
+          return "not found";
+        case errc::unavailable:
+          return "unavailable";
+        case errc::unimplemented:
+          return "unimplemented";
+        case errc::incompatible_abi:
+          return "incompatible ABI";
+        case errc::cancelled:
+          return "cancelled";
+        case errc::deadline_exceeded:
+          return "deadline exceeded";
+        case errc::internal:
+          return "internal error";
       }
       return "unknown xdev error " + std::to_string(code);
     }
@@ -45,7 +54,9 @@ inline const std::error_category& error_category() noexcept {
 }
 
 /// Makes `std::error_code{e}` work for `xdev::errc`.
-inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
 
 /// The exception xdev throws: a `std::system_error` whose code is an `xdev::errc`.
 ///

@@ -147,7 +147,5 @@ class Device {
 
 template <class B>
 struct std::hash<xdev::Device<B>> {
-  std::size_t operator()(const xdev::Device<B>& d) const noexcept {
-    return d.hash();
-  }
+  std::size_t operator()(const xdev::Device<B>& d) const noexcept { return d.hash(); }
 };

@@ -60,8 +60,8 @@ class Runtime {
     const std::size_t n = backend_.device_count();
     states_.reserve(n);
     for (std::size_t i = 0; i < n; ++i)
-      states_.push_back(std::make_unique<detail::DeviceState<B>>(backend_, i, Device<B>(*this, i).name(), limit,
-                                                                 inflight));
+      states_.push_back(
+          std::make_unique<detail::DeviceState<B>>(backend_, i, Device<B>(*this, i).name(), limit, inflight));
   }
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

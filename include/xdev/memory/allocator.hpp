@@ -61,8 +61,8 @@ class DeviceAllocator {
     std::unique_lock lk(m_);
     if (stats_.limit && (bytes > *stats_.limit || stats_.bytes_in_use > *stats_.limit - bytes))
       throw error(errc::out_of_memory, "out of memory on " + name_ + ": requested " + std::to_string(bytes) +
-                                           " bytes with " + std::to_string(stats_.bytes_in_use) +
-                                           " in use; limit " + std::to_string(*stats_.limit) + " bytes");
+                                           " bytes with " + std::to_string(stats_.bytes_in_use) + " in use; limit " +
+                                           std::to_string(*stats_.limit) + " bytes");
     handle_type h{};
     if (auto it = cache_.find(bytes); it != cache_.end()) {
       h = it->second;

@@ -27,7 +27,8 @@ class Buffer {
 
   Buffer() noexcept = default;
   Buffer(Buffer&& o) noexcept
-      : device_(std::exchange(o.device_, Device<B>{})), handle_(std::exchange(o.handle_, handle_type{})),
+      : device_(std::exchange(o.device_, Device<B>{})),
+        handle_(std::exchange(o.handle_, handle_type{})),
         size_(std::exchange(o.size_, 0)) {}
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
@@ -52,9 +53,7 @@ class Buffer {
   [[nodiscard]] handle_type native_handle() const noexcept { return handle_; }
 
   /// Host pointer to the elements, for backends whose memory the host can address directly.
-  [[nodiscard]] T* host_data() const noexcept
-    requires concepts::HostAccessibleBackend<B>
-  {
+  [[nodiscard]] T* host_data() const noexcept requires concepts::HostAccessibleBackend<B> {
     return static_cast<T*>(device_.backend().host_address(handle_));
   }
 

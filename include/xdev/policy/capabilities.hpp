@@ -53,7 +53,7 @@ struct Capabilities {
                 "Autocast, MaxInflight, SupportedDTypes, MemoryPerDevice, CollectiveBackend, Priority); "
                 "a type without a policy_kind was given");
 
-#define XDEV_DETAIL_UNIQUE_POLICY(kind, text)                                                    \
+#define XDEV_DETAIL_UNIQUE_POLICY(kind, text)                      \
   static_assert(detail::count_kind<policy_kind::kind, Ps...> <= 1, \
                 "xdev::Capabilities<...>: the " text " policy is given twice; give each policy kind at most once")
   XDEV_DETAIL_UNIQUE_POLICY(dense_gather, "DenseGather");
@@ -76,8 +76,8 @@ struct Capabilities {
   using autocast_policy = policy<policy_kind::autocast, Autocast<AutocastKey::none, DType::f32>>;
   using max_inflight_policy = policy<policy_kind::max_inflight, MaxInflight<32>>;
   using supported_dtypes_policy =
-      policy<policy_kind::supported_dtypes, SupportedDTypes<DType::bool_, DType::u8, DType::i32, DType::i64,
-                                                            DType::f16, DType::bf16, DType::f32, DType::f64>>;
+      policy<policy_kind::supported_dtypes, SupportedDTypes<DType::bool_, DType::u8, DType::i32, DType::i64, DType::f16,
+                                                            DType::bf16, DType::f32, DType::f64>>;
   using memory_per_device_policy = policy<policy_kind::memory_per_device, MemoryPerDevice<0>>;
   using collective_backend_policy = policy<policy_kind::collective_backend, CollectiveBackend<CollectiveKind::ring>>;
   using priority_policy = policy<policy_kind::priority, Priority<0>>;
@@ -93,12 +93,14 @@ struct Capabilities {
   static constexpr int priority = priority_policy::value;
 
   /// The same capabilities as a run-time value.
-  static constexpr CapabilitySet set{dense_gather_factor, rng_default,       autocast_key,
-                                     autocast_dtype,      max_inflight,      supported_dtypes,
+  static constexpr CapabilitySet set{dense_gather_factor, rng_default,        autocast_key,
+                                     autocast_dtype,      max_inflight,       supported_dtypes,
                                      memory_per_device,   collective_backend, priority};
 
   /// True when dtype `t` is supported.
-  static constexpr bool supports(DType t) noexcept { return set.supports(t); }
+  static constexpr bool supports(DType t) noexcept {
+    return set.supports(t);
+  }
 };
 
 template <class T>

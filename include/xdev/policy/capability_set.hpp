@@ -23,7 +23,7 @@ struct CapabilitySet {
   DType autocast_dtype = DType::f32;
   std::size_t max_inflight = 32;
   std::uint32_t supported_dtypes = (std::uint32_t{1} << all_dtypes.size()) - 1;  ///< bit `i` = `DType(i)`
-  std::size_t memory_per_device = 0;                                          ///< bytes; 0 = unknown
+  std::size_t memory_per_device = 0;                                             ///< bytes; 0 = unknown
   CollectiveKind collective_backend = CollectiveKind::ring;
   int priority = 0;
 

@@ -21,23 +21,33 @@ enum class RngAlgorithm : std::uint8_t { philox, three_fry };
 constexpr std::string_view name_of(RngAlgorithm a) noexcept {
   return a == RngAlgorithm::philox ? "philox" : "three_fry";
 }
-inline std::ostream& operator<<(std::ostream& os, RngAlgorithm a) { return os << name_of(a); }
+inline std::ostream& operator<<(std::ostream& os, RngAlgorithm a) {
+  return os << name_of(a);
+}
 
 /// Which autocast scope applies to a device (PyTorch's autocast dispatch keys). `none` disables autocast.
 enum class AutocastKey : std::uint8_t { none, cpu, cuda, xla, npu, private_use };
 
 constexpr std::string_view name_of(AutocastKey k) noexcept {
   switch (k) {
-    case AutocastKey::none: return "none";
-    case AutocastKey::cpu: return "cpu";
-    case AutocastKey::cuda: return "cuda";
-    case AutocastKey::xla: return "xla";
-    case AutocastKey::npu: return "npu";
-    case AutocastKey::private_use: return "private_use";
+    case AutocastKey::none:
+      return "none";
+    case AutocastKey::cpu:
+      return "cpu";
+    case AutocastKey::cuda:
+      return "cuda";
+    case AutocastKey::xla:
+      return "xla";
+    case AutocastKey::npu:
+      return "npu";
+    case AutocastKey::private_use:
+      return "private_use";
   }
   return "?";
 }
-inline std::ostream& operator<<(std::ostream& os, AutocastKey k) { return os << name_of(k); }
+inline std::ostream& operator<<(std::ostream& os, AutocastKey k) {
+  return os << name_of(k);
+}
 
 /// How collectives over a mesh of these devices are carried out by preference.
 enum class CollectiveKind : std::uint8_t {
@@ -48,13 +58,18 @@ enum class CollectiveKind : std::uint8_t {
 
 constexpr std::string_view name_of(CollectiveKind k) noexcept {
   switch (k) {
-    case CollectiveKind::direct: return "direct";
-    case CollectiveKind::ring: return "ring";
-    case CollectiveKind::mpi: return "mpi";
+    case CollectiveKind::direct:
+      return "direct";
+    case CollectiveKind::ring:
+      return "ring";
+    case CollectiveKind::mpi:
+      return "mpi";
   }
   return "?";
 }
-inline std::ostream& operator<<(std::ostream& os, CollectiveKind k) { return os << name_of(k); }
+inline std::ostream& operator<<(std::ostream& os, CollectiveKind k) {
+  return os << name_of(k);
+}
 
 /// The aspects a policy can set. Each may be given at most once in a `Capabilities` list.
 namespace policy_kind {
@@ -137,7 +152,9 @@ struct Priority {
 namespace concepts {
 /// A capability policy: a type that names the aspect it sets through `policy_kind`.
 template <class P>
-concept Policy = requires { typename P::policy_kind; };
+concept Policy = requires {
+  typename P::policy_kind;
+};
 }  // namespace concepts
 
 }  // namespace xdev

@@ -26,8 +26,8 @@ class unique_function<R(Args...)> {
   };
 
   template <class F>
-  static constexpr bool stored_inline = sizeof(F) <= inline_size && alignof(F) <= alignof(std::max_align_t) &&
-                                        std::is_nothrow_move_constructible_v<F>;
+  static constexpr bool stored_inline =
+      sizeof(F) <= inline_size && alignof(F) <= alignof(std::max_align_t) && std::is_nothrow_move_constructible_v<F>;
 
   template <class F>
   static F* target(void* storage) noexcept {
@@ -60,8 +60,8 @@ class unique_function<R(Args...)> {
   unique_function(std::nullptr_t) noexcept {}
 
   template <class F>
-    requires(!std::is_same_v<std::decay_t<F>, unique_function> && std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
-  unique_function(F&& f) {  // NOLINT(google-explicit-constructor): mirrors std::function
+  requires(!std::is_same_v<std::decay_t<F>, unique_function> && std::is_invocable_r_v<R, std::decay_t<F>&, Args...>)
+      unique_function(F&& f) {  // NOLINT(google-explicit-constructor): mirrors std::function
     using D = std::decay_t<F>;
     if constexpr (stored_inline<D>)
       ::new (static_cast<void*>(storage_)) D(std::forward<F>(f));
