@@ -55,7 +55,7 @@ void deliver(const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_pt
   if constexpr (is_detached_handler<Handler>) {
     if (ep) q->keep_error(ep);
   }
-  if constexpr (requires { h.set_error_sink(q.get()); }) h.set_error_sink(q.get());
+  if constexpr (requires { h.set_error_sink(q); }) h.set_error_sink(q);
   auto ex = boost::asio::get_associated_executor(h);
   boost::asio::dispatch(ex, [q, h = std::move(h), ep = std::move(ep), ... args = std::move(args)]() mutable {
     async_scope scope;

@@ -10,28 +10,69 @@
 #include <exception>
 #include <future>
 #include <memory>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace xdev {
 
-/// Completion token: the initiating function returns a `std::future<T>` (`std::future<void>` for
-/// work without a result); an error reaches the future as the exception the work threw.
+/// Completion token: the initiating function returns an `xdev::Future<T>` (a `std::future<T>`;
+/// `T` is `void` for work without a result). An error reaches the future as the exception the
+/// work threw.
 ///
-/// Unlike `asio::use_future`, an error whose future was dropped before the work completed is not
-/// lost: the device keeps it and the next `synchronize()` raises it.
+/// Unlike `asio::use_future`, an error is never lost: when the future is destroyed without
+/// `get()` having been called (before or after the work completed), the device keeps the error
+/// and its next `synchronize()` raises it.
 ///
-///     std::future<int> f = dev.execute([] { return 42; }, xdev::use_future);
+///     auto f = dev.execute([] { return 42; }, xdev::use_future);  // xdev::Future<int>
+///     (void)dev.execute(may_throw);   // dropped: a failure is raised by dev.synchronize()
 struct use_future_t {};
 inline constexpr use_future_t use_future{};
 
 namespace detail {
 
-// Tells whether a promise's shared state was freed: libstdc++ and libc++ allocate it through the
-// promise's allocator, so the deallocation marks the moment the last of promise and future died.
-struct future_probe {
-  std::atomic<bool> freed{false};
+// Who has seen an operation's error. The handler and the future race to finish; whichever
+// comes second decides whether the error went unseen.
+class future_probe {
+ public:
+  void set_sink(std::shared_ptr<DeviceQueue> q) noexcept { sink_ = std::move(q); }
+
+  // The operation failed with `e` (called once, before the future can see the error).
+  void failed(std::exception_ptr e) {
+    error_ = std::move(e);
+    int expected = pending;
+    if (!state_.compare_exchange_strong(expected, errored) && expected == abandoned) report();
+  }
+  // The future's owner called get() or share(): the error, if any, is theirs now.
+  void retrieved() noexcept { state_.store(done); }
+  // The future went away unread.
+  void abandon() {
+    int expected = pending;
+    if (!state_.compare_exchange_strong(expected, abandoned) && expected == errored) report();
+  }
+  // The future was sliced into a plain std::future, which cannot tell us about get(). The last
+  // release of the shared state decides: one during stack unwinding is get() rethrowing.
+  void untracked() noexcept { untracked_.store(true); }
+  void state_released() noexcept {
+    if (!untracked_.load() || std::uncaught_exceptions() > 0) return;
+    int expected = errored;
+    if (state_.compare_exchange_strong(expected, done)) report();
+  }
+
+ private:
+  enum : int { pending, abandoned, errored, done };
+  void report() noexcept {
+    state_.store(done);
+    if (sink_ && error_) sink_->keep_error(error_);
+  }
+
+  std::shared_ptr<DeviceQueue> sink_;
+  std::exception_ptr error_;
+  std::atomic<int> state_{pending};
+  std::atomic<bool> untracked_{false};
 };
 
+// Allocates the promise's shared state, so that its final release is observable (see untracked()).
 template <class U>
 struct probe_allocator {
   using value_type = U;
@@ -43,14 +84,61 @@ struct probe_allocator {
 
   U* allocate(std::size_t n) { return std::allocator<U>{}.allocate(n); }
   void deallocate(U* p, std::size_t n) noexcept {
-    probe->freed.store(true, std::memory_order_release);
     std::allocator<U>{}.deallocate(p, n);
+    probe->state_released();
   }
   template <class V>
   friend bool operator==(const probe_allocator& a, const probe_allocator<V>& b) noexcept {
     return a.probe == b.probe;
   }
 };
+
+}  // namespace detail
+
+/// The future `xdev::use_future` returns: a `std::future<T>` that also tells its device when it
+/// is destroyed without `get()`, so an error it holds is raised by `synchronize()` instead of
+/// vanishing. Converting it to a plain `std::future` keeps that guarantee only approximately.
+template <class T>
+class Future : public std::future<T> {
+ public:
+  Future() noexcept = default;
+  Future(std::future<T>&& f, std::shared_ptr<detail::future_probe> probe) noexcept
+      : std::future<T>(std::move(f)), probe_(std::move(probe)) {}
+  Future(Future&& o) noexcept : std::future<T>(std::move(o)), probe_(std::move(o.probe_)) {}
+  Future& operator=(Future&& o) noexcept {
+    if (this != &o) {
+      release();
+      std::future<T>::operator=(std::move(o));
+      probe_ = std::move(o.probe_);
+    }
+    return *this;
+  }
+  ~Future() { release(); }
+
+  /// `std::future<T>::get()`; the error, if any, is the caller's from here on.
+  T get() {
+    if (probe_) probe_->retrieved();
+    return std::future<T>::get();
+  }
+  /// `std::future<T>::share()`; errors become the shared future's holders'.
+  std::shared_future<T> share() noexcept {
+    if (probe_) probe_->retrieved();
+    return std::future<T>::share();
+  }
+
+ private:
+  void release() noexcept {
+    if (!probe_) return;
+    if (this->valid())
+      probe_->abandon();
+    else
+      probe_->untracked();  // our state was moved into a plain std::future
+    probe_.reset();
+  }
+  std::shared_ptr<detail::future_probe> probe_;
+};
+
+namespace detail {
 
 template <class... Ts>
 class future_handler {
@@ -61,16 +149,15 @@ class future_handler {
   future_handler()
       : probe_(std::make_shared<future_probe>()), promise_(std::allocator_arg, probe_allocator<char>(probe_)) {}
 
-  std::future<value_type> get_future() { return promise_.get_future(); }
+  Future<value_type> get_future() { return Future<value_type>(promise_.get_future(), probe_); }
 
-  // Called by xdev's submission path: where an error goes when nobody holds the future any more.
-  void set_error_sink(DeviceQueue* q) noexcept { sink_ = q; }
+  // Called by xdev's submission path: where an error goes when nobody retrieves it.
+  void set_error_sink(std::shared_ptr<DeviceQueue> q) noexcept { probe_->set_sink(std::move(q)); }
 
   void operator()(std::exception_ptr ep, Ts... value) {
     if (ep) {
-      promise_.set_exception(ep);
-      { auto released = std::move(promise_); }
-      if (sink_ && probe_->freed.load(std::memory_order_acquire)) sink_->keep_error(std::move(ep));
+      probe_->failed(ep);
+      promise_.set_exception(std::move(ep));
       return;
     }
     promise_.set_value(std::move(value)...);
@@ -79,7 +166,6 @@ class future_handler {
  private:
   std::shared_ptr<future_probe> probe_;
   std::promise<value_type> promise_;
-  DeviceQueue* sink_ = nullptr;
 };
 
 }  // namespace detail

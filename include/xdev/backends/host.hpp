@@ -40,9 +40,9 @@ class Host {
 
   struct Options {
     /// Number of devices; unset: `XDEV_HOST_DEVICES`, else 1.
-    std::optional<std::size_t> devices;
+    std::optional<std::size_t> devices = std::nullopt;
     /// Worker threads; unset: `std::thread::hardware_concurrency()`, at least 2.
-    std::optional<std::size_t> threads;
+    std::optional<std::size_t> threads = std::nullopt;
   };
 
   /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_HOST_DEVICES` or option.

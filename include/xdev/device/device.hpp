@@ -42,7 +42,7 @@ class Device {
 
  public:
   using backend_type = B;
-  using capabilities = typename B::capabilities;
+  using capabilities = typename detail::capabilities_of<B>::type;
   /// The compile-time capabilities as a run-time value (what an erased handle of this device reports).
   static constexpr CapabilitySet capability_set = capabilities::set;
 
@@ -135,7 +135,7 @@ class Device {
   friend class Buffer;
 
   detail::DeviceState<B>& state() const { return runtime_->state(ordinal_); }
-  void release_memory(typename B::memory_handle h, std::size_t bytes) const noexcept {
+  void release_memory(typename detail::memory_handle_of<B>::type h, std::size_t bytes) const noexcept {
     state().allocator.deallocate(h, bytes);
   }
 

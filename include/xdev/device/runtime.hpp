@@ -23,9 +23,9 @@ namespace xdev {
 /// Options for creating a runtime; each unset member takes the value described.
 struct RuntimeOptions {
   /// In-flight bound of every device. Unset: `XDEV_MAX_INFLIGHT`, else the `MaxInflight` capability.
-  std::optional<std::size_t> max_inflight;
+  std::optional<std::size_t> max_inflight = std::nullopt;
   /// Bytes each device may have in use. Unset: the `MemoryPerDevice` capability, if not 0.
-  std::optional<std::size_t> memory_limit;
+  std::optional<std::size_t> memory_limit = std::nullopt;
 };
 
 namespace detail {

@@ -23,7 +23,7 @@ class Buffer {
  public:
   using value_type = T;
   using backend_type = B;
-  using handle_type = typename B::memory_handle;
+  using handle_type = typename detail::memory_handle_of<B>::type;
 
   Buffer() noexcept = default;
   Buffer(Buffer&& o) noexcept

@@ -51,7 +51,7 @@ struct Capabilities {
   static_assert(detail::all_policies<Ps...>,
                 "xdev::Capabilities<...>: every argument must be a capability policy (DenseGather, RngDefault, "
                 "Autocast, MaxInflight, SupportedDTypes, MemoryPerDevice, CollectiveBackend, Priority); "
-                "a type without a policy_kind was given");
+                "a type without a policy_kind was given, or a policy whose own check failed (see the error above)");
 
 #define XDEV_DETAIL_UNIQUE_POLICY(kind, text)                      \
   static_assert(detail::count_kind<policy_kind::kind, Ps...> <= 1, \

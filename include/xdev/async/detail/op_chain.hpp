@@ -51,8 +51,9 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
       phase_ = phase::starting;
       lk.unlock();
       op.start(Completion([self = shared_from_this(), done = std::move(op.done)](std::exception_ptr ep) mutable {
-        self->on_complete();
+        // Delivered before the next operation starts, so a stream's completions arrive in order.
         done(std::move(ep));
+        self->on_complete();
       }));
       lk.lock();
       if (phase_ != phase::completed_while_starting) {

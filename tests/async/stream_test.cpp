@@ -1,0 +1,144 @@
+// Streams and events: order within a stream, overlap across streams, points to wait on.
+#include <xdev/async/event.hpp>
+#include <xdev/async/stream.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/device/runtime.hpp>
+
+#include "support/manual_backend.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Host = xdev::backends::Host;
+using xdev_test::ManualBackend;
+using namespace std::chrono_literals;
+
+class Streams : public ::testing::Test {
+ protected:
+  xdev::Runtime<Host> rt{{}, Host::Options{.devices = 1, .threads = 4}};
+  xdev::Device<Host> dev = rt.device(0);
+};
+
+TEST_F(Streams, WorkOnOneStreamRunsInSubmissionOrder) {
+  auto s = dev.make_stream();
+  std::vector<int> order;
+  std::mutex m;
+  for (int i = 0; i < 200; ++i)
+    (void)s.execute([&, i] {
+      std::lock_guard lk(m);
+      order.push_back(i);
+    });
+  dev.synchronize();
+  ASSERT_EQ(order.size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST_F(Streams, WorkOnTwoStreamsOverlaps) {
+  // Each task waits until both have started: this completes only if the two run at the same time.
+  std::atomic<int> started{0};
+  auto rendezvous = [&] {
+    started.fetch_add(1);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (started.load() < 2)
+      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("the other stream never ran");
+    return true;
+  };
+  auto a = dev.make_stream().execute(rendezvous);
+  auto b = dev.make_stream().execute(rendezvous);
+  EXPECT_TRUE(a.get());
+  EXPECT_TRUE(b.get());
+}
+
+TEST_F(Streams, DefaultStreamIsShared) {
+  EXPECT_EQ(dev.default_stream(), dev.default_stream());
+  EXPECT_FALSE(dev.make_stream() == dev.make_stream());
+}
+
+TEST_F(Streams, EventOrdersAConsumerStreamAfterAProducerStream) {
+  auto producer = dev.make_stream();
+  auto consumer = dev.make_stream();
+  std::atomic<int> value{0};
+  (void)producer.execute([&] {
+    std::this_thread::sleep_for(30ms);
+    value = 1;
+  });
+  xdev::Event produced = producer.record();
+  consumer.wait(produced);
+  auto seen = consumer.execute([&] { return value.load(); });
+  EXPECT_EQ(seen.get(), 1);
+  EXPECT_TRUE(produced.ready());
+}
+
+TEST_F(Streams, HostCanWaitForAnEvent) {
+  auto s = dev.make_stream();
+  std::atomic<bool> done{false};
+  (void)s.execute([&] {
+    std::this_thread::sleep_for(20ms);
+    done = true;
+  });
+  auto e = s.record();
+  e.wait();
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(e.wait_for(0s));
+}
+
+TEST_F(Streams, EventAsyncWaitWithACallback) {
+  auto s = dev.make_stream();
+  (void)s.execute([] { std::this_thread::sleep_for(10ms); });
+  std::promise<void> p;
+  xdev::async_wait(s.record(), [&](std::exception_ptr) { p.set_value(); });
+  EXPECT_EQ(p.get_future().wait_for(10s), std::future_status::ready);
+}
+
+TEST_F(Streams, DefaultEventIsReady) {
+  EXPECT_TRUE(xdev::Event{}.ready());
+}
+
+TEST(StreamsInline, ABackendThatCompletesInsideTheCallDoesNotGrowTheStack) {
+  xdev::Runtime<ManualBackend> rt({.max_inflight = 1 << 20}, 1, ManualBackend::Mode::inline_completion);
+  auto dev = rt.device(0);
+  int count = 0;
+  for (int i = 0; i < 100000; ++i) dev.execute([&] { ++count; }, [](std::exception_ptr) {});
+  dev.synchronize();
+  EXPECT_EQ(count, 100000);
+}
+
+TEST(StreamsQueued, AMarkerNeverOvertakesEarlierWork) {
+  xdev::Runtime<ManualBackend> rt({}, 1);
+  auto dev = rt.device(0);
+  auto s = dev.default_stream();
+  std::atomic<int> ran{0};
+  (void)s.execute([&] { ++ran; });
+  auto e = s.record();
+  EXPECT_FALSE(e.ready());
+  rt.backend().run_all();
+  EXPECT_TRUE(e.ready());
+  EXPECT_EQ(ran.load(), 1);
+}
+
+struct ThrowingBackend : ManualBackend {
+  using ManualBackend::ManualBackend;
+  void execute(std::size_t, xdev::HostTask, xdev::Completion) { throw std::runtime_error("driver refused"); }
+};
+
+TEST(StreamsFaultyBackend, ASubmissionTheBackendRejectsFailsItsTokenAndTheStreamGoesOn) {
+  xdev::Runtime<ThrowingBackend> rt({}, 1, ManualBackend::Mode::inline_completion);
+  auto dev = rt.device(0);
+  auto f = dev.execute([] {});
+  EXPECT_THROW(f.get(), std::runtime_error);
+  std::vector<int> in{1, 2}, out(2);
+  auto b = dev.allocate<int>(2);
+  dev.copy_to_device(std::span<const int>(in), b).get();  // the stream still works
+  dev.copy_to_host(b, std::span<int>(out)).get();
+  EXPECT_EQ(out, in);
+}
+
+}  // namespace

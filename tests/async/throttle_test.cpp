@@ -1,0 +1,139 @@
+// The in-flight bound: exact, lossless, never deadlocking nested or coroutine submitters.
+#include <xdev/async/throttle.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/device/runtime.hpp>
+
+#include "support/manual_backend.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using Host = xdev::backends::Host;
+using xdev_test::ManualBackend;
+using namespace std::chrono_literals;
+
+TEST(Throttle, RejectsZero) {
+  EXPECT_THROW(xdev::Throttle(0), xdev::error);
+}
+
+TEST(Throttle, HighWaterEqualsTheBoundExactlyAndNothingIsDropped) {
+  constexpr std::size_t bound = 8;
+  xdev::Runtime<Host> rt({.max_inflight = bound}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  std::atomic<int> ran{0};
+  std::vector<std::future<void>> futures;
+  for (int i = 0; i < 1000; ++i)
+    futures.push_back(dev.execute([&] {
+      std::this_thread::sleep_for(20us);
+      ran.fetch_add(1);
+    }));
+  for (auto& f : futures) f.get();
+  dev.synchronize();
+  EXPECT_EQ(ran.load(), 1000);
+  const auto s = dev.execution_stats();
+  EXPECT_EQ(s.inflight_high_water, bound);
+  EXPECT_EQ(s.max_inflight, bound);
+  EXPECT_EQ(s.submitted, 1000u);
+  EXPECT_EQ(s.completed, 1000u);
+  EXPECT_GT(s.throttle_waits, 0u);
+}
+
+TEST(Throttle, ASubmitterBlocksUntilASlotFrees) {
+  xdev::Runtime<ManualBackend> rt({}, 1);  // MaxInflight<4>, completions driven by the test
+  auto dev = rt.device(0);
+  std::vector<std::future<void>> fs;
+  for (int i = 0; i < 4; ++i) fs.push_back(dev.execute([] {}));
+  auto fifth = std::async(std::launch::async, [&] { return dev.execute([] {}); });
+  EXPECT_EQ(fifth.wait_for(50ms), std::future_status::timeout) << "the fifth submission did not wait for a slot";
+  rt.backend().run_one();
+  ASSERT_EQ(fifth.wait_for(10s), std::future_status::ready) << "a freed slot did not admit the waiting submission";
+  auto f5 = fifth.get();
+  rt.backend().run_all();
+  EXPECT_EQ(dev.execution_stats().inflight_high_water, 4u);
+  rt.backend().run_all();
+  f5.get();
+}
+
+TEST(Throttle, EnvironmentOverridesTheCapabilityAndOptionsOverrideTheEnvironment) {
+  ::setenv("XDEV_MAX_INFLIGHT", "3", 1);
+  {
+    xdev::Runtime<ManualBackend> env_only({}, 1);
+    EXPECT_EQ(env_only.device(0).max_inflight(), 3u);
+    xdev::Runtime<ManualBackend> explicit_option({.max_inflight = 6}, 1);
+    EXPECT_EQ(explicit_option.device(0).max_inflight(), 6u);
+  }
+  ::setenv("XDEV_MAX_INFLIGHT", "many", 1);
+  try {
+    xdev::Runtime<ManualBackend> bad({}, 1);
+    FAIL() << "malformed XDEV_MAX_INFLIGHT accepted";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("XDEV_MAX_INFLIGHT=\"many\""));
+  }
+  ::unsetenv("XDEV_MAX_INFLIGHT");
+  EXPECT_THROW((xdev::Runtime<ManualBackend>({.max_inflight = 0}, 1)), xdev::error);
+}
+
+TEST(Throttle, NestedSubmissionFromRunningWorkDoesNotDeadlock) {
+  xdev::Runtime<Host> rt({.max_inflight = 1}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  std::promise<int> inner_result;
+  auto outer = dev.execute([&] {
+    // The only slot is held by this very task: a blocking submission here would never return.
+    dev.execute([] { return 41; }, [&](std::exception_ptr, int v) { inner_result.set_value(v + 1); });
+  });
+  auto inner = inner_result.get_future();
+  ASSERT_EQ(inner.wait_for(10s), std::future_status::ready) << "nested submission deadlocked (watchdog)";
+  EXPECT_EQ(inner.get(), 42);
+  outer.get();
+  EXPECT_EQ(dev.execution_stats().inflight_high_water, 1u);
+}
+
+asio::awaitable<int> submit_many(xdev::Device<ManualBackend> dev, int n) {
+  int done = 0;
+  for (int i = 0; i < n; ++i) {
+    // Not awaited one by one: each submission may have to wait for a slot, by suspending.
+    dev.execute([] {}, [&done](std::exception_ptr) { ++done; });
+  }
+  co_await dev.execute([] {}, asio::use_awaitable);
+  co_return done;
+}
+
+TEST(Throttle, ACoroutineSuspendsInsteadOfBlockingItsThread) {
+  xdev::Runtime<ManualBackend> rt({}, 1);  // bound 4
+  auto dev = rt.device(0);
+  asio::io_context io;
+  std::atomic<bool> other_handler_ran{false};
+  auto result = asio::co_spawn(io, submit_many(dev, 10), xdev::use_future);
+  std::thread runner([&] { io.run(); });
+  for (int i = 0; i < 2000 && dev.execution_stats().inflight_high_water < 4; ++i) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(dev.execution_stats().inflight_high_water, 4u);
+  // The coroutine now waits for a slot; its thread must still be free for other work.
+  asio::post(io, [&] { other_handler_ran = true; });
+  for (int i = 0; i < 200 && !other_handler_ran; ++i) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(other_handler_ran) << "the io_context thread was blocked by a full throttle";
+  EXPECT_EQ(dev.execution_stats().inflight_high_water, 4u);
+  // Drive completions until the coroutine finishes.
+  while (result.wait_for(1ms) != std::future_status::ready) rt.backend().run_all();
+  runner.join();
+  EXPECT_EQ(result.get(), 10);
+  EXPECT_EQ(dev.execution_stats().inflight_high_water, 4u);
+  EXPECT_EQ(dev.execution_stats().completed, 11u);
+}
+
+}  // namespace

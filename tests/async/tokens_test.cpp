@@ -1,0 +1,163 @@
+// Completion tokens: every way a caller can receive a device operation's outcome.
+#include <xdev/backends/host.hpp>
+#include <xdev/device/runtime.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+using Host = xdev::backends::Host;
+using namespace std::chrono_literals;
+
+struct custom_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Tokens : public ::testing::Test {
+ protected:
+  xdev::Runtime<Host> rt{{}, Host::Options{.devices = 2, .threads = 2}};
+  xdev::Device<Host> dev = rt.device(0);
+};
+
+TEST_F(Tokens, FutureCarriesTheResult) {
+  std::future<std::string> f = dev.execute([] { return std::string("done"); }, xdev::use_future);
+  EXPECT_EQ(f.get(), "done");
+  std::future<void> v = dev.execute([] {});
+  v.get();
+}
+
+TEST_F(Tokens, FutureCarriesTheExceptionWithItsTypeAndMessage) {
+  auto f = dev.execute([]() -> int { throw custom_failure("bad kernel 17"); });
+  try {
+    (void)f.get();
+    FAIL() << "no exception";
+  } catch (const custom_failure& e) {
+    EXPECT_STREQ(e.what(), "bad kernel 17");
+  }
+  // The error was delivered, so it is not raised again by synchronize().
+  EXPECT_NO_THROW(dev.synchronize());
+}
+
+TEST_F(Tokens, AsioUseFutureWorksToo) {
+  std::future<int> f = dev.execute([] { return 5; }, asio::use_future);
+  EXPECT_EQ(f.get(), 5);
+}
+
+TEST_F(Tokens, CallbackReceivesErrorAndValue) {
+  std::promise<std::pair<bool, int>> p;
+  dev.execute([] { return 9; }, [&](std::exception_ptr e, int v) { p.set_value({e != nullptr, v}); });
+  EXPECT_EQ(p.get_future().get(), std::make_pair(false, 9));
+
+  std::promise<std::string> q;
+  dev.execute([] { throw custom_failure("cb"); },
+              [&](std::exception_ptr e) {
+                try {
+                  std::rethrow_exception(e);
+                } catch (const custom_failure& f) {
+                  q.set_value(f.what());
+                }
+              });
+  EXPECT_EQ(q.get_future().get(), "cb");
+}
+
+asio::awaitable<int> coro_body(xdev::Device<Host> dev) {
+  std::vector<int> in{1, 2, 3, 4}, out(4);
+  auto buf = dev.allocate<int>(4);
+  co_await dev.copy_to_device(std::span<const int>(in), buf, asio::use_awaitable);
+  co_await dev.execute([&] { buf.host_data()[0] = 10; }, asio::use_awaitable);
+  co_await dev.copy_to_host(buf, std::span<int>(out), asio::use_awaitable);
+  int sum = 0;
+  for (int v : out) sum += v;
+  try {
+    co_await dev.execute([] { throw custom_failure("in coroutine"); }, asio::use_awaitable);
+  } catch (const custom_failure&) {
+    sum += 1000;
+  }
+  co_return sum;
+}
+
+TEST_F(Tokens, AwaitableInACoroutine) {
+  asio::io_context io;
+  auto f = asio::co_spawn(io, coro_body(dev), asio::use_future);
+  io.run();  // returns only when the coroutine is done: pending xdev work keeps io busy
+  EXPECT_EQ(f.get(), 10 + 2 + 3 + 4 + 1000);
+}
+
+TEST_F(Tokens, DeferredRunsOnlyWhenInvoked) {
+  std::atomic<int> runs{0};
+  auto op = dev.execute([&] { return ++runs; }, asio::deferred);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(runs.load(), 0);  // nothing was submitted yet
+  std::future<int> f = std::move(op)(xdev::use_future);
+  EXPECT_EQ(f.get(), 1);
+}
+
+TEST_F(Tokens, DroppedFutureErrorIsRaisedByTheNextSynchronize) {
+  (void)dev.execute([] { throw custom_failure("nobody listens"); }, xdev::use_future);
+  try {
+    dev.synchronize();
+    FAIL() << "the error of a dropped future was lost";
+  } catch (const custom_failure& e) {
+    EXPECT_STREQ(e.what(), "nobody listens");
+  }
+  EXPECT_NO_THROW(dev.synchronize());  // raised once
+  // Only the device that ran the work keeps its error.
+  EXPECT_NO_THROW(rt.device(1).synchronize());
+}
+
+TEST_F(Tokens, FutureDroppedAfterCompletionWithoutGetStillReportsItsError) {
+  {
+    auto f = dev.execute([] { throw custom_failure("seen by nobody"); });
+    f.wait();  // completed, but the error was never retrieved
+  }
+  EXPECT_THROW(dev.synchronize(), custom_failure);
+  EXPECT_NO_THROW(dev.synchronize());
+}
+
+TEST_F(Tokens, HeldFutureErrorIsNotRaisedBySynchronize) {
+  auto f = dev.execute([] { throw custom_failure("held"); });
+  dev.synchronize();  // does not throw: the future holds the error
+  EXPECT_THROW(f.get(), custom_failure);
+}
+
+TEST_F(Tokens, EveryKeptErrorIsRaisedInTurn) {
+  for (int i = 0; i < 3; ++i) (void)dev.execute([i] { throw custom_failure("e" + std::to_string(i)); });
+  std::vector<std::string> seen;
+  for (int i = 0; i < 3; ++i) {
+    try {
+      dev.synchronize();
+    } catch (const custom_failure& e) {
+      seen.push_back(e.what());
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"e0", "e1", "e2"}));  // in submission order (same stream)
+  EXPECT_NO_THROW(dev.synchronize());
+}
+
+TEST_F(Tokens, DetachedErrorIsKept) {
+  dev.execute([] { throw custom_failure("detached"); }, asio::detached);
+  EXPECT_THROW(dev.synchronize(), custom_failure);
+}
+
+TEST_F(Tokens, ThrowingCallbackNeverTerminatesAndIsKept) {
+  dev.execute([] {}, [](std::exception_ptr) { throw custom_failure("from handler"); });
+  EXPECT_THROW(dev.synchronize(), custom_failure);
+}
+
+}  // namespace

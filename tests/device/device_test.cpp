@@ -1,0 +1,187 @@
+#include <xdev/backends/host.hpp>
+#include <xdev/device/device.hpp>
+#include <xdev/device/runtime.hpp>
+
+#include "support/manual_backend.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <range/v3/range/conversion.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <numeric>
+#include <sstream>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using Host = xdev::backends::Host;
+using xdev_test::ManualBackend;
+using namespace std::chrono_literals;
+
+TEST(Device, IsASmallCheapValue) {
+  static_assert(sizeof(xdev::Device<Host>) <= 2 * sizeof(void*));
+  static_assert(std::is_trivially_copyable_v<xdev::Device<Host>>);
+  static_assert(xdev::Device<Host>::capabilities::max_inflight == 64);
+  static_assert(xdev::Device<Host>::capability_set == Host::capabilities::set);
+}
+
+TEST(Device, NameEqualityHashAndPrinting) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 3, .threads = 2});
+  auto a = rt.device(1);
+  auto b = rt.device(1);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, rt.device(2));
+  EXPECT_EQ(a.name(), "HOST:1");
+  std::ostringstream os;
+  os << a;
+  EXPECT_EQ(os.str(), "HOST:1");
+  std::unordered_set<xdev::Device<Host>> set{rt.device(0), rt.device(1), rt.device(2), b};
+  EXPECT_EQ(set.size(), 3u);
+  xdev::Runtime<Host> other({}, Host::Options{.devices = 3, .threads = 2});
+  EXPECT_NE(other.device(1), a);  // same ordinal, another runtime
+}
+
+TEST(Device, EnumerationIsARange) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 4, .threads = 2});
+  auto names = rt.devices() | ranges::views::transform([](auto d) { return d.name(); }) | ranges::to<std::vector>();
+  EXPECT_EQ(names, (std::vector<std::string>{"HOST:0", "HOST:1", "HOST:2", "HOST:3"}));
+}
+
+TEST(Device, UnknownOrdinalIsNotFound) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2});
+  try {
+    (void)rt.device(2);
+    FAIL();
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::not_found);
+    EXPECT_THAT(e.what(), HasSubstr("HOST:2"));
+    EXPECT_THAT(e.what(), HasSubstr("2 device(s)"));
+  }
+}
+
+TEST(Device, TransfersInEveryDirection) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2});
+  auto d0 = rt.device(0), d1 = rt.device(1);
+  std::vector<double> in(1000), out(1000);
+  std::iota(in.begin(), in.end(), 0.5);
+  auto a = d0.allocate<double>(in.size());
+  auto b = d1.allocate<double>(in.size());
+  d0.copy_to_device(std::span<const double>(in), a).get();
+  d1.copy(a, b).get();  // device to device, across devices
+  d1.copy_to_host(b, std::span<double>(out)).get();
+  EXPECT_EQ(out, in);
+}
+
+TEST(Device, TransferShapeMismatchIsRejectedBeforeAnythingRuns) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2});
+  auto dev = rt.device(0);
+  std::vector<float> small(3);
+  auto buf = dev.allocate<float>(4);
+  try {
+    (void)dev.copy_to_device(std::span<const float>(small), buf);
+    FAIL();
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+    EXPECT_THAT(e.what(), HasSubstr("3 elements"));
+    EXPECT_THAT(e.what(), HasSubstr("4"));
+  }
+  auto elsewhere = rt.device(1).allocate<float>(3);
+  EXPECT_THROW((void)dev.copy_to_device(std::span<const float>(small), elsewhere), xdev::error);
+  EXPECT_EQ(dev.execution_stats().submitted, 0u);
+}
+
+TEST(Runtime, ShutdownFinishesWorkInFlightAndThenRejectsSubmissions) {
+  std::vector<std::future<int>> futures;
+  std::atomic<int> ran{0};
+  xdev::Device<Host> dev;
+  {
+    xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+    dev = rt.device(0);
+    for (int i = 0; i < 50; ++i)
+      futures.push_back(dev.execute([&, i] {
+        std::this_thread::sleep_for(1ms);
+        ++ran;
+        return i;
+      }));
+    rt.shutdown();
+    try {
+      (void)dev.execute([] {});
+      FAIL() << "submission after shutdown accepted";
+    } catch (const xdev::error& e) {
+      EXPECT_EQ(e.code(), xdev::errc::unavailable);
+      EXPECT_THAT(e.what(), HasSubstr("HOST:0"));
+    }
+  }
+  EXPECT_EQ(ran.load(), 50);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(futures[i].get(), i);  // no future left broken
+}
+
+TEST(Runtime, DestroyingItWithWorkInFlightFinishesTheWork) {
+  std::vector<std::future<void>> futures;
+  std::atomic<int> ran{0};
+  {
+    xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2});
+    for (auto d : rt.devices())
+      for (int i = 0; i < 20; ++i)
+        futures.push_back(d.execute([&] {
+          std::this_thread::sleep_for(1ms);
+          ++ran;
+        }));
+  }
+  EXPECT_EQ(ran.load(), 40);
+  for (auto& f : futures) EXPECT_NO_THROW(f.get());
+}
+
+TEST(HostBackend, DeviceCountFromTheEnvironment) {
+  ::setenv("XDEV_HOST_DEVICES", "3", 1);
+  EXPECT_EQ(Host().device_count(), 3u);
+  for (const char* bad : {"0", "-2", "two", "1025", "4 "}) {
+    ::setenv("XDEV_HOST_DEVICES", bad, 1);
+    try {
+      Host h;
+      FAIL() << "accepted XDEV_HOST_DEVICES=" << bad;
+    } catch (const xdev::error& e) {
+      EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+      EXPECT_THAT(e.what(), HasSubstr(std::string("XDEV_HOST_DEVICES=\"") + bad + "\""));
+      EXPECT_THAT(e.what(), HasSubstr("[1, 1024]"));
+    }
+  }
+  ::unsetenv("XDEV_HOST_DEVICES");
+  EXPECT_EQ(Host().device_count(), 1u);
+}
+
+TEST(HostBackend, WorkerPoolSizedToTheMachine) {
+  Host h;
+  EXPECT_EQ(h.thread_count(), std::max<std::size_t>(2, std::thread::hardware_concurrency()));
+  EXPECT_THROW(Host(Host::Options{.devices = 1, .threads = 0}), xdev::error);
+}
+
+TEST(HostBackend, MemoryIsHostAddressable) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto b = rt.device(0).allocate<int>(16);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.host_data()) % 64, 0u);
+  b.host_data()[15] = 3;
+  std::vector<int> out(16);
+  rt.device(0).copy_to_host(b, std::span<int>(out)).get();
+  EXPECT_EQ(out[15], 3);
+}
+
+TEST(HostBackend, SystemOutOfMemoryIsAnErrorNotACrash) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  try {
+    (void)rt.device(0).allocate<std::byte>(std::size_t{1} << 62);
+    FAIL();
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::out_of_memory);
+    EXPECT_THAT(e.what(), HasSubstr("HOST:0"));
+  }
+}
+
+}  // namespace
