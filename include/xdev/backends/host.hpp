@@ -49,10 +49,8 @@ class Host {
   Host() : Host(Options{}) {}
   explicit Host(Options o)
       : devices_(resolve_devices(o.devices)),
-        threads_(o.threads.value_or(std::max<std::size_t>(2, std::thread::hardware_concurrency()))),
-        pool_(std::make_unique<boost::asio::thread_pool>(threads_)) {
-    if (threads_ == 0) throw error(errc::invalid_argument, "Host::Options::threads=0: at least 1 thread is needed");
-  }
+        threads_(resolve_threads(o.threads)),
+        pool_(std::make_unique<boost::asio::thread_pool>(threads_)) {}
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
   /// Joins the worker pool after the work already posted has run.
@@ -108,6 +106,14 @@ class Host {
       return *requested;
     }
     return getenv_count("XDEV_HOST_DEVICES", 1, max_devices).value_or(1);
+  }
+
+  static std::size_t resolve_threads(std::optional<std::size_t> requested) {
+    if (!requested) return std::max<std::size_t>(2, std::thread::hardware_concurrency());
+    if (*requested < 1 || *requested > 4096)
+      throw error(errc::invalid_argument,
+                  "Host::Options::threads=" + std::to_string(*requested) + " is not in [1, 4096]");
+    return *requested;
   }
 
   template <class F>

@@ -92,4 +92,7 @@ class Shape {
   std::size_t rank_ = 0;
 };
 
+/// "[2, 3]"; "[]" for a scalar. (Declared here too so that `xdev::to_string(s)` finds it.)
+std::string to_string(const Shape& s);
+
 }  // namespace xdev
