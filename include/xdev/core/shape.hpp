@@ -23,6 +23,32 @@ class Shape {
   static constexpr std::size_t max_rank = 8;
   using value_type = std::int64_t;
 
+ private:
+  // Defined before the constructors that use them: clang 14 cannot constant-evaluate a call to a
+  // member template defined later in the class.
+  template <class It>
+  constexpr void assign(It first, It last) {
+    const auto n = static_cast<std::size_t>(last - first);
+    if (n > max_rank)
+      throw error(errc::invalid_argument,
+                  "shape of rank " + std::to_string(n) + " exceeds the maximum rank " + std::to_string(max_rank));
+    for (std::size_t i = 0; first != last; ++first, ++i) {
+      if (*first < 0)
+        throw error(errc::invalid_argument,
+                    "shape extent " + std::to_string(*first) + " at dimension " + std::to_string(i) + " is negative");
+      dims_[i] = *first;
+    }
+    rank_ = n;
+  }
+  constexpr std::size_t normalize(std::ptrdiff_t i) const {
+    const auto r = static_cast<std::ptrdiff_t>(rank_);
+    if (i < -r || i >= r)
+      throw error(errc::invalid_argument,
+                  "dimension " + std::to_string(i) + " is out of range for a shape of rank " + std::to_string(r));
+    return static_cast<std::size_t>(i < 0 ? i + r : i);
+  }
+
+ public:
   constexpr Shape() noexcept = default;
 
   /// \throws xdev::error `errc::invalid_argument` for a negative extent or more than `max_rank` extents.
@@ -66,28 +92,6 @@ class Shape {
   friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << to_string(s); }
 
  private:
-  template <class It>
-  constexpr void assign(It first, It last) {
-    const auto n = static_cast<std::size_t>(last - first);
-    if (n > max_rank)
-      throw error(errc::invalid_argument,
-                  "shape of rank " + std::to_string(n) + " exceeds the maximum rank " + std::to_string(max_rank));
-    for (std::size_t i = 0; first != last; ++first, ++i) {
-      if (*first < 0)
-        throw error(errc::invalid_argument,
-                    "shape extent " + std::to_string(*first) + " at dimension " + std::to_string(i) + " is negative");
-      dims_[i] = *first;
-    }
-    rank_ = n;
-  }
-  constexpr std::size_t normalize(std::ptrdiff_t i) const {
-    const auto r = static_cast<std::ptrdiff_t>(rank_);
-    if (i < -r || i >= r)
-      throw error(errc::invalid_argument,
-                  "dimension " + std::to_string(i) + " is out of range for a shape of rank " + std::to_string(r));
-    return static_cast<std::size_t>(i < 0 ? i + r : i);
-  }
-
   std::array<value_type, max_rank> dims_{};
   std::size_t rank_ = 0;
 };
