@@ -38,7 +38,7 @@ int main() try {
     std::cout << dev << "  " << dev.capability_set << "  max in flight " << dev.max_inflight() << '\n';
 
     // 1. A future.
-    std::future<int> answer = dev.execute([] { return 6 * 7; }, xdev::use_future);
+    auto answer = dev.execute([] { return 6 * 7; }, xdev::use_future);
 
     // 2. A callback.
     std::promise<void> called;

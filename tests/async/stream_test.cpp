@@ -141,4 +141,23 @@ TEST(StreamsFaultyBackend, ASubmissionTheBackendRejectsFailsItsTokenAndTheStream
   EXPECT_EQ(out, in);
 }
 
+struct ForgetfulBackend : ManualBackend {
+  using ManualBackend::ManualBackend;
+  void execute(std::size_t, xdev::HostTask, xdev::Completion) {}  // drops the completion unrun
+};
+
+TEST(StreamsFaultyBackend, ACompletionTheBackendDropsFailsTheOperationInsteadOfHanging) {
+  xdev::Runtime<ForgetfulBackend> rt({}, 1, ManualBackend::Mode::inline_completion);
+  auto dev = rt.device(0);
+  auto f = dev.execute([] {});
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready) << "the operation hung";
+  try {
+    f.get();
+    FAIL();
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::internal);
+  }
+  EXPECT_EQ(dev.execution_stats().completed, 1u);  // the slot was returned
+}
+
 }  // namespace

@@ -1,4 +1,4 @@
-// expect: xdev backend: missing `using memory_handle = ...;` a trivially copyable, equality-comparable
+// expect: xdev backend: missing `using memory_handle = ...;` (it must be a trivially copyable, equality-comparable
 // Mistake: the memory handle owns its memory (std::shared_ptr), so it is not trivially copyable.
 #include <xdev/backend/concepts.hpp>
 

@@ -4,6 +4,10 @@
 
 #include "support/manual_backend.hpp"
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_future.hpp>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -121,6 +125,36 @@ TEST(Runtime, ShutdownFinishesWorkInFlightAndThenRejectsSubmissions) {
   }
   EXPECT_EQ(ran.load(), 50);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(futures[i].get(), i);  // no future left broken
+}
+
+TEST(Runtime, SynchronizeWaitsForEveryDeviceBeforeRaisingAnError) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2});
+  std::atomic<bool> slow_done{false};
+  (void)rt.device(0).execute([] { throw std::runtime_error("fails fast"); });
+  auto slow = rt.device(1).execute([&] {
+    std::this_thread::sleep_for(50ms);
+    slow_done = true;
+  });
+  EXPECT_THROW(rt.synchronize(), std::runtime_error);
+  EXPECT_TRUE(slow_done) << "synchronize() raised before the other device had finished";
+}
+
+TEST(Runtime, ShutdownRejectsSubmissionsFromCoroutinesToo) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  rt.shutdown();
+  // Work already running on a device thread counts as an async context: it must be refused too.
+  boost::asio::thread_pool pool(1);
+  auto f = boost::asio::post(pool, boost::asio::use_future([&] {
+                               try {
+                                 (void)dev.execute([] {}, [](std::exception_ptr) {});
+                                 return false;
+                               } catch (const xdev::error& e) {
+                                 return e.code() == xdev::errc::unavailable;
+                               }
+                             }));
+  EXPECT_TRUE(f.get());
+  pool.join();
 }
 
 TEST(Runtime, DestroyingItWithWorkInFlightFinishesTheWork) {

@@ -42,14 +42,18 @@ class DeviceQueue {
 
   /// \throws xdev::error `errc::unavailable` once the device has been shut down.
   void check_open() const {
-    if (closed_.load(std::memory_order_acquire))
-      throw error(errc::unavailable, "device " + name_ + " is shut down and accepts no more work");
+    if (closed_.load(std::memory_order_acquire)) throw shut_down_error();
   }
 
   /// Rejects new submissions, then waits for every admitted one to complete.
   void close() {
     closed_.store(true, std::memory_order_release);
-    throttle_.wait_idle();
+    throttle_.close();
+  }
+
+  /// The error a submission gets once the device is shut down.
+  [[nodiscard]] error shut_down_error() const {
+    return error(errc::unavailable, "device " + name_ + " is shut down and accepts no more work");
   }
   [[nodiscard]] bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 

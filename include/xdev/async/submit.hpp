@@ -76,6 +76,13 @@ void launch_guarded(Completion done, Call&& call) {
     void operator()(std::exception_ptr ep) {
       if (!fired.exchange(true, std::memory_order_acq_rel)) done(std::move(ep));
     }
+    // A backend that drops its completion unrun would leave the stream and the in-flight slot
+    // stuck forever: fail the operation instead.
+    ~once() {
+      if (fired.load(std::memory_order_acquire) || !done) return;
+      done(std::make_exception_ptr(
+          error(errc::internal, "the backend destroyed the completion of an operation without calling it")));
+    }
   };
   auto state = std::make_shared<once>();
   state->done = std::move(done);
@@ -129,12 +136,15 @@ struct submit_initiation {
           work.reset();
           q->throttle().release();
         }};
-    queue->note_submitted();
     auto enqueue = [chain = chain, op = std::move(op)]() mutable { chain->push(std::move(op)); };
+    // The throttle refuses once the device is closed, atomically with taking a slot, so nothing is
+    // admitted after shutdown() has returned (the op and its handler are discarded unrun).
     if (in_async_context()) {
-      queue->throttle().async_acquire(std::move(enqueue));
+      if (!queue->throttle().async_acquire(std::move(enqueue))) throw queue->shut_down_error();
+      queue->note_submitted();
     } else {
-      queue->throttle().acquire();
+      if (!queue->throttle().acquire()) throw queue->shut_down_error();
+      queue->note_submitted();
       enqueue();
     }
   }

@@ -28,10 +28,12 @@ class Throttle {
   Throttle(const Throttle&) = delete;
   Throttle& operator=(const Throttle&) = delete;
 
-  /// Blocks the calling thread until a slot is held.
-  void acquire() {
+  /// Blocks the calling thread until a slot is held. Returns false, holding nothing, once the
+  /// throttle is closed.
+  [[nodiscard]] bool acquire() {
     std::unique_lock lk(m_);
-    if (try_take_locked()) return;
+    if (closed_) return false;
+    if (try_take_locked()) return true;
     bool granted = false;
     ++waits_;
     waiters_.push_back({true, [this, &granted] {
@@ -40,20 +42,34 @@ class Throttle {
                           cv_.notify_all();
                         }});
     cv_.wait(lk, [&] { return granted; });
+    return true;
   }
 
   /// Runs `on_granted` once a slot is held: now, on this thread, or later on the thread that
-  /// releases a slot. Never blocks.
-  void async_acquire(detail::unique_function<void()> on_granted) {
+  /// releases a slot. Never blocks. Returns false, and never runs `on_granted`, once the throttle
+  /// is closed.
+  [[nodiscard]] bool async_acquire(detail::unique_function<void()> on_granted) {
     {
       std::lock_guard lk(m_);
+      if (closed_) return false;
       if (!try_take_locked()) {
         ++waits_;
         waiters_.push_back({true, std::move(on_granted)});
-        return;
+        return true;
       }
     }
     on_granted();
+    return true;
+  }
+
+  /// Refuses later acquisitions (those already waiting are still served), then waits until idle.
+  /// Checked under the same lock as acquisition, so no acquisition can slip past a close.
+  void close() {
+    {
+      std::lock_guard lk(m_);
+      closed_ = true;
+    }
+    wait_idle();
   }
 
   /// Runs `f` (which needs no slot) after every waiter queued before it has been served.
@@ -137,6 +153,7 @@ class Throttle {
   std::size_t high_water_ = 0;
   std::size_t waits_ = 0;
   bool dispatching_ = false;
+  bool closed_ = false;
 };
 
 }  // namespace xdev

@@ -36,6 +36,9 @@
 
 namespace xdev::concepts {
 
+// clang-format 14 mangles concept definitions.
+// clang-format off
+
 /// `B::name` is a compile-time string naming the device type ("HOST", "OPENCL").
 template <class B>
 concept HasName = requires {
@@ -45,17 +48,15 @@ concept HasName = requires {
 
 /// `B::capabilities` is an `xdev::Capabilities<...>` list.
 template <class B>
-concept HasCapabilities = requires {
-  typename B::capabilities;
-}
-&&is_capabilities_v<typename B::capabilities>;
+concept HasCapabilities = requires { typename B::capabilities; } && is_capabilities_v<typename B::capabilities>;
 
-/// `B::memory_handle` is a trivially copyable, equality-comparable handle to device memory.
+/// `B::memory_handle` is a trivially copyable, equality-comparable, value-initializable handle to
+/// device memory (its value-initialized state means "no memory").
 template <class B>
-concept HasMemoryHandle = requires {
-  typename B::memory_handle;
-}
-&&std::is_trivially_copyable_v<typename B::memory_handle>&& std::equality_comparable<typename B::memory_handle>;
+concept HasMemoryHandle = requires { typename B::memory_handle; } &&
+                          std::is_trivially_copyable_v<typename B::memory_handle> &&
+                          std::equality_comparable<typename B::memory_handle> &&
+                          std::default_initializable<typename B::memory_handle>;
 
 /// `b.device_count()` tells how many devices this backend drives.
 template <class B>
@@ -67,8 +68,7 @@ concept EnumeratesDevices = requires(const B& b) {
 template <class B>
 concept Allocates = HasMemoryHandle<B> && requires(B& b, std::size_t n, typename B::memory_handle h) {
   { b.allocate(n, n) } -> std::same_as<typename B::memory_handle>;
-  { b.deallocate(n, h, n) }
-  noexcept;
+  { b.deallocate(n, h, n) } noexcept;
 };
 
 /// Host→device transfer: `b.copy_to_device(device, src, dst, dst_offset, bytes, done)`.
@@ -116,6 +116,8 @@ concept HostAccessibleBackend = Backend<B> && requires(const B& b, typename B::m
   { b.host_address(h) } -> std::same_as<void*>;
 };
 
+// clang-format on
+
 }  // namespace xdev::concepts
 
 namespace xdev {
@@ -154,8 +156,8 @@ consteval bool check_backend() {
                 "xdev backend: missing `using capabilities = xdev::Capabilities<...>;` "
                 "(write xdev::Capabilities<> to take every default)");
   static_assert(concepts::HasMemoryHandle<B>,
-                "xdev backend: missing `using memory_handle = ...;` a trivially copyable, equality-comparable "
-                "handle to device memory");
+                "xdev backend: missing `using memory_handle = ...;` (it must be a trivially copyable, "
+                "equality-comparable, default-initializable handle to device memory)");
   static_assert(concepts::EnumeratesDevices<B>, "xdev backend: missing `std::size_t device_count() const`");
   static_assert(!concepts::HasMemoryHandle<B> || concepts::Allocates<B>,
                 "xdev backend: allocation must be `memory_handle allocate(std::size_t device, std::size_t bytes)` and "

@@ -61,7 +61,7 @@ inline std::error_code make_error_code(errc e) noexcept {
 /// The exception xdev throws: a `std::system_error` whose code is an `xdev::errc`.
 ///
 /// `what()` reads "<message>: <code description>", where the message names the failing value
-/// and what was expected, e.g. `XDEV_HOST_DEVICES="abc" is not a positive integer`.
+/// and what was expected, e.g. `XDEV_HOST_DEVICES="abc" is not an integer in [1, 1024]`.
 class error : public std::system_error {
  public:
   error(errc code, const std::string& message) : std::system_error(make_error_code(code), message) {}

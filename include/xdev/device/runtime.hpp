@@ -88,6 +88,7 @@ class Runtime {
 
   /// Waits for all work on every device, then raises the oldest unobserved error of any device.
   void synchronize() {
+    for (auto& s : states_) s->queue->throttle().wait_idle();
     for (auto& s : states_) s->queue->synchronize();
   }
 
