@@ -15,6 +15,8 @@ enum class CollectiveKind : std::uint8_t;
 enum class errc : int;
 class error;
 class Shape;
+struct f16;
+struct bf16;
 struct CapabilitySet;
 
 template <class... Policies>

@@ -25,6 +25,8 @@ namespace xdev {
 template <class B>
 class Stream {
  public:
+  using backend_type = B;
+
   Stream(Device<B> device, std::shared_ptr<detail::OpChain> chain) : device_(device), chain_(std::move(chain)) {}
 
   [[nodiscard]] const Device<B>& device() const noexcept { return device_; }
@@ -37,7 +39,9 @@ class Stream {
     using R = std::invoke_result_t<std::decay_t<F>&>;
     static_assert(std::is_void_v<R> || std::is_default_constructible_v<R>,
                   "xdev::Stream::execute: the result of f must be void or default-constructible");
-    auto slot = std::make_shared<detail::result_slot<R>>();
+    // Void work needs no result slot: one allocation less on the hottest path.
+    std::shared_ptr<detail::result_slot<R>> slot;
+    if constexpr (!std::is_void_v<R>) slot = std::make_shared<detail::result_slot<R>>();
     auto launch = [dev = device_, slot, f = std::forward<F>(f)](Completion done) mutable {
       dev.backend().execute(dev.ordinal(), HostTask([slot, f = std::move(f)]() mutable {
                               detail::async_scope scope;
@@ -106,6 +110,15 @@ class Stream {
   void wait(const Event& e) const {
     detail::enqueue_marker(*device_.queue(), chain_,
                            [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
+  }
+
+  /// Submits an operation built by an op implementation: `launch(Completion)` starts it on the
+  /// backend and, for a non-void `R`, fills `slot->value` before completing. Used by `xdev::ops`;
+  /// takes an in-flight slot and keeps stream order like every other operation.
+  template <class R, class Launch, class Token>
+  auto submit(std::shared_ptr<detail::result_slot<R>> slot, Launch&& launch, Token&& token) const {
+    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::forward<Launch>(launch),
+                             std::forward<Token>(token));
   }
 
   friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }

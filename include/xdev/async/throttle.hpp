@@ -89,6 +89,10 @@ class Throttle {
     std::unique_lock lk(m_);
     --in_use_;
     if (dispatching_) return;  // the thread already dispatching will see the free slot
+    if (waiters_.empty()) {    // the common case: nobody to serve, nothing to allocate
+      if (in_use_ == 0) idle_cv_.notify_all();
+      return;
+    }
     dispatching_ = true;
     for (;;) {
       std::deque<detail::unique_function<void()>> ready;

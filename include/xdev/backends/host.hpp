@@ -5,9 +5,11 @@
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/ops/host_kernels.hpp>
+#include <xdev/ops/op_args.hpp>
 #include <xdev/policy/capabilities.hpp>
 
-#include <boost/asio/post.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
@@ -76,13 +78,17 @@ class Host {
   }
   [[nodiscard]] void* host_address(memory_handle h) const noexcept { return h; }
 
+  /// Copies of at most `inline_copy_bytes` run inside the call (the completion contract allows it):
+  /// waking a worker costs more than copying that much.
+  static constexpr std::size_t inline_copy_bytes = std::size_t{1} << 20;
+
   void copy_to_device(std::size_t, const void* src, memory_handle dst, std::size_t dst_offset, std::size_t bytes,
                       Completion done) {
-    run([=] { std::memcpy(static_cast<std::byte*>(dst) + dst_offset, src, bytes); }, std::move(done));
+    copy(static_cast<std::byte*>(dst) + dst_offset, src, bytes, std::move(done));
   }
   void copy_to_host(std::size_t, memory_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
                     Completion done) {
-    run([=] { std::memcpy(dst, static_cast<const std::byte*>(src) + src_offset, bytes); }, std::move(done));
+    copy(dst, static_cast<const std::byte*>(src) + src_offset, bytes, std::move(done));
   }
   void copy_between(std::size_t, memory_handle src, std::size_t src_offset, std::size_t, memory_handle dst,
                     std::size_t dst_offset, std::size_t bytes, Completion done) {
@@ -94,6 +100,86 @@ class Host {
         std::move(done));
   }
   void execute(std::size_t, HostTask task, Completion done) { run(std::move(task), std::move(done)); }
+
+  // The portable operations, run by the host kernels split over the worker pool (see ops.hpp).
+
+  template <class T>
+  void fill(std::size_t, const ops::FillArgs<T, memory_handle>& a, Completion done) {
+    run([a, p = parallel()] { ops::host::fill(p, static_cast<T*>(a.x), a.n, a.value); }, std::move(done));
+  }
+  template <class T>
+  void scale(std::size_t, const ops::ScaleArgs<T, memory_handle>& a, Completion done) {
+    run([a, p = parallel()] { ops::host::scale(p, static_cast<T*>(a.x), a.n, a.alpha); }, std::move(done));
+  }
+  template <class T>
+  void axpy(std::size_t, const ops::AxpyArgs<T, memory_handle>& a, Completion done) {
+    run([a, p = parallel()] { ops::host::axpy(p, a.alpha, static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n); },
+        std::move(done));
+  }
+  template <class T>
+  void binary(std::size_t, const ops::BinaryArgs<T, memory_handle>& a, Completion done) {
+    run(
+        [a, p = parallel()] {
+          ops::host::binary(p, a.op, static_cast<const T*>(a.a), static_cast<const T*>(a.b), static_cast<T*>(a.out),
+                            a.n);
+        },
+        std::move(done));
+  }
+  template <class T>
+  void sum(std::size_t, const ops::SumArgs<T, memory_handle>& a, Completion done) {
+    run([a, p = parallel()] { *a.result = ops::host::sum(p, static_cast<const T*>(a.x), a.n); }, std::move(done));
+  }
+  template <class T>
+  void sum_axis(std::size_t, const ops::SumAxisArgs<T, memory_handle>& a, Completion done) {
+    run(
+        [a, p = parallel()] {
+          ops::host::sum_axis(p, static_cast<const T*>(a.x), a.outer, a.axis, a.inner, static_cast<T*>(a.out));
+        },
+        std::move(done));
+  }
+  template <class T>
+  void dot(std::size_t, const ops::DotArgs<T, memory_handle>& a, Completion done) {
+    run(
+        [a, p = parallel()] {
+          *a.result = ops::host::dot(p, static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.n, a.compute);
+        },
+        std::move(done));
+  }
+  template <class T>
+  void gemm(std::size_t, const ops::GemmArgs<T, memory_handle>& a, Completion done) {
+    run(
+        [a, p = parallel()] {
+          ops::host::gemm(p, a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, static_cast<const T*>(a.a), a.lda,
+                          static_cast<const T*>(a.b), a.ldb, a.beta, static_cast<T*>(a.c), a.ldc, a.compute);
+        },
+        std::move(done));
+  }
+  template <class T, class I>
+  void gather(std::size_t, const ops::GatherArgs<T, I, memory_handle>& a, Completion done) {
+    run(
+        [a, p = parallel()] {
+          ops::host::gather(p, static_cast<const T*>(a.table), a.rows, a.cols, static_cast<const I*>(a.index), a.n,
+                            static_cast<T*>(a.out), a.dense);
+        },
+        std::move(done));
+  }
+  template <class T>
+  void rng(std::size_t, const ops::RngArgs<T, memory_handle>& a, Completion done) {
+    run(
+        [a, p = parallel()] {
+          ops::host::rng(p, static_cast<T*>(a.out), a.n, a.algorithm, a.seed, a.offset, a.normal, a.mean, a.stddev);
+        },
+        std::move(done));
+  }
+  template <class S, class D>
+  void convert(std::size_t, const ops::ConvertArgs<S, D, memory_handle>& a, Completion done) {
+    run([a, p = parallel()] { ops::host::convert(p, static_cast<const S*>(a.src), static_cast<D*>(a.dst), a.n); },
+        std::move(done));
+  }
+  /// Runs a user kernel over [0, n) split across the worker pool (`LaunchableBackend`).
+  void launch(std::size_t, ops::LaunchArgs a, Completion done) {
+    run([a = std::move(a), p = parallel()] { ops::host::parallel_for(p, a.n, a.grain, a.kernel); }, std::move(done));
+  }
 
  private:
   static constexpr std::size_t alignment = 64;
@@ -108,6 +194,8 @@ class Host {
     return getenv_count("XDEV_HOST_DEVICES", 1, max_devices).value_or(1);
   }
 
+  [[nodiscard]] ops::host::Parallel parallel() const noexcept { return {pool_.get(), threads_}; }
+
   static std::size_t resolve_threads(std::optional<std::size_t> requested) {
     if (!requested) return std::max<std::size_t>(2, std::thread::hardware_concurrency());
     if (*requested < 1 || *requested > 4096)
@@ -116,9 +204,20 @@ class Host {
     return *requested;
   }
 
+  void copy(void* dst, const void* src, std::size_t bytes, Completion done) {
+    if (bytes <= inline_copy_bytes) {
+      if (bytes != 0) std::memcpy(dst, src, bytes);
+      done(nullptr);
+      return;
+    }
+    run([=] { std::memcpy(dst, src, bytes); }, std::move(done));
+  }
+
+  // defer, not post: from a worker (a completion starting a stream's next operation) the work stays
+  // on that thread instead of waking another one; from any other thread it is the same as post.
   template <class F>
   void run(F&& f, Completion done) {
-    boost::asio::post(*pool_, [f = std::forward<F>(f), done = std::move(done)]() mutable {
+    boost::asio::defer(*pool_, [f = std::forward<F>(f), done = std::move(done)]() mutable {
       std::exception_ptr ep;
       try {
         f();

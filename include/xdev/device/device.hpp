@@ -9,8 +9,10 @@
 #include <xdev/memory/allocator.hpp>
 #include <xdev/memory/buffer.hpp>
 #include <xdev/policy/capabilities.hpp>
+#include <xdev/random/generator.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -55,6 +57,8 @@ class Device {
   [[nodiscard]] std::string name() const { return std::string(B::name) + ':' + std::to_string(ordinal_); }
   [[nodiscard]] Runtime<B>& runtime() const noexcept { return *runtime_; }
   [[nodiscard]] B& backend() const noexcept { return runtime_->backend(); }
+  /// False for a default-constructed (or moved-from buffer's) handle that names no device.
+  [[nodiscard]] bool valid() const noexcept { return runtime_ != nullptr; }
   /// True when both handles belong to the same runtime (a copy between them is possible).
   [[nodiscard]] bool same_runtime(const Device& o) const noexcept { return runtime_ && runtime_ == o.runtime_; }
 
@@ -77,6 +81,13 @@ class Device {
   void set_memory_limit(std::optional<std::size_t> bytes) const { state().allocator.set_limit(bytes); }
   /// Returns cached free blocks to the backend.
   void release_cached_memory() const { state().allocator.release_cached(); }
+
+  // Random numbers
+
+  /// Restarts the device's default random stream at `seed`, offset 0 (`ops::rng_*` continue it).
+  void manual_seed(std::uint64_t seed) const { state().generator.manual_seed(seed); }
+  /// The device's default random stream position (seed, and offset in raw 32-bit outputs).
+  [[nodiscard]] random::GeneratorState& generator() const { return state().generator; }
 
   // Execution
 

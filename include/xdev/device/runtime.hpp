@@ -6,6 +6,7 @@
 #include <xdev/core/env.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/memory/allocator.hpp>
+#include <xdev/random/generator.hpp>
 
 #include <range/v3/view/iota.hpp>
 #include <range/v3/view/transform.hpp>
@@ -36,6 +37,7 @@ struct DeviceState {
       : allocator(backend, ordinal, name, limit), queue(std::make_shared<DeviceQueue>(name, max_inflight)) {}
   DeviceAllocator<B> allocator;
   std::shared_ptr<DeviceQueue> queue;
+  random::GeneratorState generator;
 };
 }  // namespace detail
 

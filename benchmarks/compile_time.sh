@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Compile time of xdev's public headers, each against <boost/asio.hpp> timed in the same run.
+#
+# For every compiler (default: g++ and clang++), times `-fsyntax-only -std=c++20` of a translation
+# unit that includes one header alone, for every header under include/xdev, then the umbrella
+# <xdev/xdev.hpp>, then the baselines: an empty TU (the compiler's own start-up) and <boost/asio.hpp>.
+# Each TU is compiled REPS times (default 3) and the minimum is kept, since noise only adds time.
+# The time is the compiler's CPU time (user + sys): what the compile costs, barely moved by other
+# processes competing for the CPU (on an idle machine it equals the elapsed time of this
+# single-threaded job); --wall measures elapsed time instead.
+# Prints seconds and the ratio to <boost/asio.hpp>, and flags the goals:
+#   - device/device.hpp, policy/*.hpp, backend/concepts.hpp: <= 1 s each with g++;
+#   - the umbrella: <= 1.5x <boost/asio.hpp> (with each compiler).
+#
+# Usage: benchmarks/compile_time.sh [--check] [--wall] [--reps N] [compiler...]
+#   --check   exit 1 when a goal is not met or a header does not compile on its own
+#   --wall    time elapsed (wall-clock) seconds instead of CPU seconds
+# Environment: XDEV_INCLUDE_DIR (default: the include/ beside this script's directory).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+include_dir="${XDEV_INCLUDE_DIR:-$(cd "$here/../include" && pwd)}"
+reps=3
+check=0
+clock=cpu
+compilers=()
+while (($#)); do
+  case "$1" in
+    --check) check=1 ;;
+    --wall) clock=wall ;;
+    --reps) reps="$2"; shift ;;
+    --reps=*) reps="${1#--reps=}" ;;
+    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "compile_time.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) compilers+=("$1") ;;
+  esac
+  shift
+done
+((${#compilers[@]})) || compilers=(g++ clang++)
+[[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "compile_time.sh: --reps must be a positive integer, got '$reps'" >&2; exit 2; }
+
+# The flags a consumer of xdev::xdev gets (Boost and range-v3 live in /usr/include).
+flags=(-fsyntax-only -std=c++20 "-I$include_dir" -DBOOST_DLL_USE_STD_FS)
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# name|include-line rows: every header, the umbrella, then the baselines.
+rows=()
+while IFS= read -r h; do
+  [[ "$h" == xdev.hpp ]] && continue
+  rows+=("xdev/$h|#include <xdev/$h>")
+done < <(cd "$include_dir/xdev" && find . -type f \( -name '*.hpp' -o -name '*.h' \) | sed 's|^\./||' | LC_ALL=C sort)
+rows+=("xdev/xdev.hpp (umbrella)|#include <xdev/xdev.hpp>")
+rows+=("(empty TU)|")
+rows+=("boost/asio.hpp (baseline)|#include <boost/asio.hpp>")
+
+now_ns() { date +%s%N; }
+
+# time_once <compiler> <tu>: prints the seconds one compile took (CPU or wall), or fails.
+time_once() {
+  local cxx="$1" tu="$2" start end
+  if [[ "$clock" == wall ]]; then
+    start=$(now_ns)
+    "$cxx" "${flags[@]}" "$tu" 2>"$work/err" || return 1
+    end=$(now_ns)
+    awk -v ns="$((end - start))" 'BEGIN { printf "%.3f", ns / 1e9 }'
+  else
+    # bash's `time`: user and system CPU seconds of the driver and its children (cc1plus).
+    local TIMEFORMAT='%3U %3S'
+    { time "$cxx" "${flags[@]}" "$tu" 2>"$work/err"; } 2>"$work/time" || return 1
+    awk '{ printf "%.3f", $1 + $2 }' "$work/time"
+  fi
+}
+
+# min_time <compiler> <tu>: prints the minimum time in seconds over $reps compiles, or FAIL.
+min_time() {
+  local best="" t i
+  for ((i = 0; i < reps; ++i)); do
+    if ! t=$(time_once "$1" "$2"); then
+      echo FAIL
+      return
+    fi
+    if [[ -z "$best" ]] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
+  done
+  echo "$best"
+}
+
+# is_small_goal <name>: the headers that must parse in at most 1 s with g++.
+is_small_goal() {
+  case "$1" in
+    xdev/device/device.hpp|xdev/policy/*.hpp|xdev/backend/concepts.hpp) return 0 ;;
+    *) return 1 ;;
+  esac
+}
+
+missed=0
+failed=0
+measured=0
+for cxx in "${compilers[@]}"; do
+  if ! command -v "$cxx" >/dev/null; then
+    echo "compile_time.sh: compiler '$cxx' not found, skipped" >&2
+    continue
+  fi
+  measured=$((measured + 1))
+  declare -A secs=()
+  for row in "${rows[@]}"; do
+    name="${row%%|*}"
+    printf '%s\n' "${row#*|}" >"$work/tu.cpp"
+    secs["$name"]=$(min_time "$cxx" "$work/tu.cpp")
+    if [[ "${secs[$name]}" == FAIL ]]; then
+      echo "compile_time.sh: $name does not compile on its own with $cxx:" >&2
+      head -n 20 "$work/err" >&2
+    fi
+  done
+  base="${secs[boost/asio.hpp (baseline)]}"
+
+  echo
+  echo "== $cxx ($("$cxx" --version | head -n 1)), -fsyntax-only -std=c++20, $clock seconds, min of $reps =="
+  printf '%-44s %9s %12s  %s\n' "translation unit includes" "seconds" "/ asio.hpp" "goal"
+  for row in "${rows[@]}"; do
+    name="${row%%|*}"
+    s="${secs[$name]}"
+    if [[ "$s" == FAIL || "$base" == FAIL ]]; then
+      printf '%-44s %9s %12s  %s\n' "$name" "$s" "n/a" "$([[ $s == FAIL ]] && echo "does not compile alone")"
+      [[ "$s" == FAIL ]] && failed=$((failed + 1))
+      continue
+    fi
+    ratio=$(awk -v a="$s" -v b="$base" 'BEGIN { printf "%.2f", a / b }')
+    goal=""
+    if [[ "$cxx" == g++* ]] && is_small_goal "$name"; then
+      if awk -v a="$s" 'BEGIN { exit !(a <= 1.0) }'; then goal="<= 1 s: met"; else goal="<= 1 s: NOT met"; missed=$((missed + 1)); fi
+    elif [[ "$name" == "xdev/xdev.hpp (umbrella)" ]]; then
+      if awk -v r="$ratio" 'BEGIN { exit !(r <= 1.5) }'; then goal="<= 1.5x asio: met"; else goal="<= 1.5x asio: NOT met"; missed=$((missed + 1)); fi
+    fi
+    printf '%-44s %9s %12s  %s\n' "$name" "$s" "$ratio" "$goal"
+  done
+  umbrella="${secs[xdev/xdev.hpp (umbrella)]}"
+  if [[ "$umbrella" != FAIL && "$base" != FAIL ]]; then
+    printf 'ratio umbrella/asio (%s) = %s (goal <= 1.5)\n' "$cxx" "$(awk -v a="$umbrella" -v b="$base" 'BEGIN { printf "%.2f", a / b }')"
+  fi
+  unset secs
+done
+
+echo
+if ((measured == 0)); then
+  echo "compile_time.sh: no compiler found among: ${compilers[*]}" >&2
+  exit 2
+fi
+if ((missed || failed)); then
+  echo "$missed goal(s) not met, $failed header(s) not compiling on their own"
+  ((check)) && exit 1
+else
+  echo "all goals met"
+fi
+exit 0

@@ -1,0 +1,83 @@
+/// \file
+/// Process-wide named counters: how often something happened (`fallback.gemm`, `gather.dense`).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace xdev::metrics {
+
+/// A monotonically increasing count. Obtained from `counter(name)`; the reference stays valid for
+/// the life of the process, so hot paths look it up once and keep it.
+class Counter {
+ public:
+  void add(std::uint64_t n = 1) noexcept { value_.fetch_add(n, std::memory_order_relaxed); }
+  [[nodiscard]] std::uint64_t value() const noexcept { return value_.load(std::memory_order_relaxed); }
+  void reset() noexcept { value_.store(0, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::uint64_t> value_{0};
+};
+
+namespace detail {
+struct registry {
+  std::mutex m;
+  std::map<std::string, std::unique_ptr<Counter>, std::less<>> counters;
+
+  static registry& get() {
+    static registry r;  // never destroyed before its users: function-local, created on first use
+    return r;
+  }
+};
+}  // namespace detail
+
+/// The counter called `name`, created at zero on first use. Thread-safe.
+///
+///     static auto& dense = xdev::metrics::counter("gather.dense");
+///     dense.add();
+inline Counter& counter(std::string_view name) {
+  auto& r = detail::registry::get();
+  std::lock_guard lk(r.m);
+  auto it = r.counters.find(name);
+  if (it == r.counters.end()) it = r.counters.emplace(std::string(name), std::make_unique<Counter>()).first;
+  return *it->second;
+}
+
+/// The value of counter `name`; 0 for a counter never used.
+inline std::uint64_t value(std::string_view name) {
+  auto& r = detail::registry::get();
+  std::lock_guard lk(r.m);
+  auto it = r.counters.find(name);
+  return it == r.counters.end() ? 0 : it->second->value();
+}
+
+/// Every counter and its value, sorted by name.
+inline std::map<std::string, std::uint64_t> snapshot() {
+  auto& r = detail::registry::get();
+  std::lock_guard lk(r.m);
+  std::map<std::string, std::uint64_t> out;
+  for (const auto& [name, c] : r.counters) out.emplace(name, c->value());
+  return out;
+}
+
+/// A printable report: one `name: value` line per counter, sorted by name.
+inline std::string report() {
+  std::ostringstream os;
+  for (const auto& [name, v] : snapshot()) os << name << ": " << v << '\n';
+  return os.str();
+}
+
+/// Sets every counter to zero (counters stay registered).
+inline void reset() {
+  auto& r = detail::registry::get();
+  std::lock_guard lk(r.m);
+  for (auto& [name, c] : r.counters) c->reset();
+}
+
+}  // namespace xdev::metrics

@@ -1,0 +1,138 @@
+/// \file
+/// The CPU fallback: an op a backend does not implement runs on the host (copy in, compute, copy out).
+#pragma once
+
+#include <xdev/backend/completion.hpp>
+#include <xdev/backend/concepts.hpp>
+#include <xdev/core/detail/unique_function.hpp>
+#include <xdev/core/metrics.hpp>
+#include <xdev/ops/host_kernels.hpp>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace xdev::ops::detail {
+
+/// Worker threads of the CPU fallback, shared by every backend in the process.
+inline boost::asio::thread_pool& fallback_pool() {
+  static boost::asio::thread_pool pool(std::max<std::size_t>(2, std::thread::hardware_concurrency()));
+  return pool;
+}
+
+inline host::Parallel fallback_parallel() {
+  return {&fallback_pool(), std::max<std::size_t>(2, std::thread::hardware_concurrency())};
+}
+
+/// One device operand of a fallback op: what is copied in before and out after the host compute.
+template <class H>
+struct Staged {
+  H handle;
+  std::size_t bytes;
+  bool read;
+  bool written;
+};
+
+// Copies every read operand to host memory, one after another, runs `compute` on the fallback
+// pool with a host pointer per operand, copies every written operand back, then calls `done`.
+// Any failure (a transfer, the compute) ends the sequence at once with that error.
+template <class B>
+class Fallback : public std::enable_shared_from_this<Fallback<B>> {
+ public:
+  using H = typename B::memory_handle;
+  using Compute = xdev::detail::unique_function<void(std::vector<std::byte*>&)>;
+
+  Fallback(B& backend, std::size_t device, std::vector<Staged<H>> operands, Compute compute, Completion done)
+      : backend_(&backend),
+        device_(device),
+        operands_(std::move(operands)),
+        compute_(std::move(compute)),
+        done_(std::move(done)) {
+    for (const auto& o : operands_) {
+      storage_.push_back(std::make_unique<std::byte[]>(std::max<std::size_t>(o.bytes, 1)));
+      pointers_.push_back(storage_.back().get());
+    }
+  }
+
+  void start() { copy_in(0); }
+
+ private:
+  void copy_in(std::size_t i) {
+    while (i < operands_.size() && (!operands_[i].read || operands_[i].bytes == 0)) ++i;
+    if (i == operands_.size()) return compute();
+    step(
+        [&](Completion next) {
+          backend_->copy_to_host(device_, operands_[i].handle, 0, pointers_[i], operands_[i].bytes, std::move(next));
+        },
+        [self = this->shared_from_this(), i] { self->copy_in(i + 1); });
+  }
+
+  void compute() {
+    boost::asio::post(fallback_pool(), [self = this->shared_from_this()] {
+      try {
+        self->compute_(self->pointers_);
+      } catch (...) {
+        return self->finish(std::current_exception());
+      }
+      self->copy_out(0);
+    });
+  }
+
+  void copy_out(std::size_t i) {
+    while (i < operands_.size() && (!operands_[i].written || operands_[i].bytes == 0)) ++i;
+    if (i == operands_.size()) return finish(nullptr);
+    step(
+        [&](Completion next) {
+          backend_->copy_to_device(device_, pointers_[i], operands_[i].handle, 0, operands_[i].bytes, std::move(next));
+        },
+        [self = this->shared_from_this(), i] { self->copy_out(i + 1); });
+  }
+
+  // Runs one backend transfer; on success continues with `then`, on failure finishes.
+  template <class Call, class Then>
+  void step(Call&& call, Then then) {
+    try {
+      call(Completion([self = this->shared_from_this(), then = std::move(then)](std::exception_ptr ep) mutable {
+        if (ep) return self->finish(std::move(ep));
+        then();
+      }));
+    } catch (...) {
+      finish(std::current_exception());
+    }
+  }
+
+  void finish(std::exception_ptr ep) {
+    if (finished_.exchange(true)) return;
+    auto done = std::move(done_);
+    done(std::move(ep));
+  }
+
+  B* backend_;
+  std::size_t device_;
+  std::vector<Staged<H>> operands_;
+  Compute compute_;
+  Completion done_;
+  std::vector<std::unique_ptr<std::byte[]>> storage_;
+  std::vector<std::byte*> pointers_;
+  std::atomic<bool> finished_{false};
+};
+
+/// Runs `compute` through the CPU fallback and counts it in `fallback.<op>`.
+template <class B>
+void run_fallback(const char* op, B& backend, std::size_t device,
+                  std::vector<Staged<typename B::memory_handle>> operands, typename Fallback<B>::Compute compute,
+                  Completion done) {
+  metrics::counter(std::string("fallback.") + op).add();
+  std::make_shared<Fallback<B>>(backend, device, std::move(operands), std::move(compute), std::move(done))->start();
+}
+
+}  // namespace xdev::ops::detail
