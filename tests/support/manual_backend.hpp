@@ -46,14 +46,26 @@ class ManualBackend {
 
   void copy_to_device(std::size_t, const void* src, memory_handle dst, std::size_t off, std::size_t n,
                       xdev::Completion done) {
-    add([=] { std::memcpy(dst + off, src, n); }, std::move(done));
+    add(
+        [=] {
+          if (n != 0) std::memcpy(dst + off, src, n);
+        },
+        std::move(done));
   }
   void copy_to_host(std::size_t, memory_handle src, std::size_t off, void* dst, std::size_t n, xdev::Completion done) {
-    add([=] { std::memcpy(dst, src + off, n); }, std::move(done));
+    add(
+        [=] {
+          if (n != 0) std::memcpy(dst, src + off, n);
+        },
+        std::move(done));
   }
   void copy_between(std::size_t, memory_handle src, std::size_t soff, std::size_t, memory_handle dst, std::size_t doff,
                     std::size_t n, xdev::Completion done) {
-    add([=] { std::memmove(dst + doff, src + soff, n); }, std::move(done));
+    add(
+        [=] {
+          if (n != 0) std::memmove(dst + doff, src + soff, n);
+        },
+        std::move(done));
   }
   void execute(std::size_t, xdev::HostTask task, xdev::Completion done) {
     add([t = std::make_shared<xdev::HostTask>(std::move(task))] { (*t)(); }, std::move(done));

@@ -73,9 +73,12 @@ void check_dtype(const char* op, DType t, const Device<B>& d) {
 
 template <class T, class B>
 void check_array(const char* op, const char* what, const Array<T, B>& a, const Device<B>& d) {
-  if (a.device() != d)
-    invalid(op, std::string(what) + " is on " + (a.device().valid() ? a.device().name() : "no device") + ", not on " +
-                    d.name());
+  if (a.device() != d) {
+    std::string where = a.device().valid() ? a.device().name() : "no device";
+    if (a.device().valid() && !a.device().same_runtime(d) && a.device().name() == d.name())
+      where += " of another runtime";
+    invalid(op, std::string(what) + " is on " + where + ", not on " + d.name());
+  }
   if constexpr (HasDType<T>) check_dtype(op, dtype_of<T>, d);
 }
 
@@ -84,6 +87,15 @@ void check_same_shape(const char* op, const Array<T, B>& a, const char* an, cons
   if (a.shape() != b.shape())
     invalid(op, std::string(an) + " has shape " + to_string(a.shape()) + " but " + bn + " has shape " +
                     to_string(b.shape()));
+}
+
+// Rejects an output that is one of the inputs, for ops whose kernels read inputs after writing outputs.
+template <class T, class B>
+void check_not_same(const char* op, const Array<T, B>& out, const char* out_name, const Array<T, B>& in,
+                    const char* in_name) {
+  if (&out == &in || (out.size() != 0 && out.buffer().native_handle() == in.buffer().native_handle()))
+    invalid(op, std::string(out_name) + " is the same array as " + in_name +
+                    "; the output must not share memory with an input");
 }
 
 template <class T>
@@ -198,6 +210,7 @@ auto binary(const char* name, BinaryOp op, const Q& q, const Array<T, backend_of
   return s.template submit<void>(
       nullptr,
       [dev = s.device(), args, name](Completion done) mutable {
+        (void)name;  // used only by the fallback branch
         if constexpr (requires { dev.backend().binary(dev.ordinal(), args, std::move(done)); }) {
           dev.backend().binary(dev.ordinal(), args, std::move(done));
         } else {
@@ -376,6 +389,8 @@ auto gemm(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, d
   detail::check_array("gemm", "a", a, s.device());
   detail::check_array("gemm", "b", b, s.device());
   detail::check_array("gemm", "c", c, s.device());
+  detail::check_not_same("gemm", c, "c", a, "a");
+  detail::check_not_same("gemm", c, "c", b, "b");
   for (auto [arr, nm] : {std::pair{&a.shape(), "a"}, std::pair{&b.shape(), "b"}, std::pair{&c.shape(), "c"}})
     if (arr->rank() != 2) detail::invalid("gemm", std::string(nm) + " must be 2-D, but has shape " + to_string(*arr));
   const auto m = static_cast<std::size_t>(opt.trans_a ? a.shape()[1] : a.shape()[0]);
@@ -443,6 +458,7 @@ requires(std::is_same_v<I, std::int32_t> ||
   detail::check_array("gather", "table", table, s.device());
   detail::check_array("gather", "index", index, s.device());
   detail::check_array("gather", "out", out, s.device());
+  detail::check_not_same("gather", out, "out", table, "table");
   if (table.rank() != 2) detail::invalid("gather", "table must be 2-D, but has shape " + to_string(table.shape()));
   if (index.rank() != 1) detail::invalid("gather", "index must be 1-D, but has shape " + to_string(index.shape()));
   const Shape want{index.shape()[0], table.shape()[1]};
@@ -502,6 +518,7 @@ auto rng(const char* name, const Q& q, Array<T, backend_of<Q>>& out, bool normal
   return s.template submit<void>(
       nullptr,
       [dev = s.device(), args, name](Completion done) mutable {
+        (void)name;  // used only by the fallback branch
         if constexpr (requires { dev.backend().rng(dev.ordinal(), args, std::move(done)); }) {
           dev.backend().rng(dev.ordinal(), args, std::move(done));
         } else {
