@@ -2,12 +2,16 @@
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+
+#include "support/manual_backend.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -158,6 +162,41 @@ TEST_F(Tokens, DetachedErrorIsKept) {
 TEST_F(Tokens, ThrowingCallbackNeverTerminatesAndIsKept) {
   dev.execute([] {}, [](std::exception_ptr) { throw custom_failure("from handler"); });
   EXPECT_THROW(dev.synchronize(), custom_failure);
+}
+
+asio::awaitable<int> await_inline_completions(xdev::Device<xdev_test::ManualBackend> dev) {
+  std::vector<int> in{1, 2, 3}, out(3);
+  auto buf = dev.allocate<int>(3);
+  int total = 0;
+  for (int i = 0; i < 100; ++i) {
+    co_await dev.copy_to_device(std::span<const int>(in), buf, asio::use_awaitable);
+    co_await dev.copy_to_host(buf, std::span<int>(out), asio::use_awaitable);
+    total += co_await dev.execute([&] { return out[0] + out[1] + out[2]; }, asio::use_awaitable);
+  }
+  co_return total;
+}
+
+TEST(TokensInline, ACoroutineIsNotResumedInsideItsOwnInitiatingFunction) {
+  // Every operation completes inside the submitting call; resuming the coroutine right there
+  // would destroy the frame that still runs the initiation (caught by ASan before the fix).
+  xdev::Runtime<xdev_test::ManualBackend> rt({}, 1, xdev_test::ManualBackend::Mode::inline_completion);
+  asio::io_context io;
+  auto f = asio::co_spawn(io, await_inline_completions(rt.device(0)), xdev::use_future);
+  io.run();
+  EXPECT_EQ(f.get(), 600);
+}
+
+TEST(TokensInline, ACallbackRunsAfterItsInitiatingFunctionReturns) {
+  xdev::Runtime<xdev_test::ManualBackend> rt({}, 1, xdev_test::ManualBackend::Mode::inline_completion);
+  auto dev = rt.device(0);
+  asio::io_context io;
+  bool returned = false, ran_after_return = false;
+  asio::post(io, [&] {
+    dev.execute([] {}, asio::bind_executor(io, [&](std::exception_ptr) { ran_after_return = returned; }));
+    returned = true;
+  });
+  io.run();
+  EXPECT_TRUE(ran_after_return);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <boost/asio/detail/thread_context.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 
 #include <atomic>
 #include <exception>
@@ -44,9 +45,26 @@ inline bool in_async_context() noexcept {
   return async_depth > 0 || boost::asio::detail::thread_context::top_of_thread_call_stack() != nullptr;
 }
 
+inline thread_local int initiating_depth = 0;
+
+/// Marks the current thread as inside an initiating function while alive: an operation that
+/// completes before its initiating function returns must not run its handler there (Asio's rule;
+/// a coroutine would be resumed inside its own co_await expression).
+struct initiating_scope {
+  initiating_scope() noexcept { ++initiating_depth; }
+  ~initiating_scope() { --initiating_depth; }
+  initiating_scope(const initiating_scope&) = delete;
+  initiating_scope& operator=(const initiating_scope&) = delete;
+};
+
 template <class Handler>
 inline constexpr bool is_detached_handler =
     std::is_same_v<std::decay_t<Handler>, boost::asio::detail::detached_handler>;
+
+template <class Handler>
+inline constexpr bool is_future_handler = false;
+template <class... Ts>
+inline constexpr bool is_future_handler<future_handler<Ts...>> = true;
 
 // Calls `h` on its associated executor. Nothing it throws escapes to an executor (Asio's
 // thread_pool would terminate): it becomes a kept error of the device instead.
@@ -57,14 +75,20 @@ void deliver(const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_pt
   }
   if constexpr (requires { h.set_error_sink(q); }) h.set_error_sink(q);
   auto ex = boost::asio::get_associated_executor(h);
-  boost::asio::dispatch(ex, [q, h = std::move(h), ep = std::move(ep), ... args = std::move(args)]() mutable {
+  auto invoke = [q, h = std::move(h), ep = std::move(ep), ... args = std::move(args)]() mutable {
     async_scope scope;
     try {
       std::move(h)(std::move(ep), std::move(args)...);
     } catch (...) {
       q->keep_error(std::current_exception());
     }
-  });
+  };
+  // Completed inside its own initiating function: defer the handler (xdev's future handler only
+  // fulfils a promise, which is safe at once).
+  if (initiating_depth > 0 && !is_future_handler<Handler>)
+    boost::asio::post(ex, std::move(invoke));
+  else
+    boost::asio::dispatch(ex, std::move(invoke));
 }
 
 // Launches backend work so that `done` is called exactly once even when the backend call throws.
@@ -136,15 +160,20 @@ struct submit_initiation {
           work.reset();
           q->throttle().release();
         }};
-    auto enqueue = [chain = chain, op = std::move(op)]() mutable { chain->push(std::move(op)); };
+    auto enqueue = [q = queue, chain = chain, op = std::move(op)]() mutable {
+      q->note_submitted();
+      chain->push(std::move(op));
+    };
+    // From here on `this` may be gone: the operation can complete inside enqueue(), and a coroutine
+    // resumed by its completion destroys the frame that owns this initiation. Use locals only.
+    const std::shared_ptr<DeviceQueue> q = queue;
+    initiating_scope initiating;
     // The throttle refuses once the device is closed, atomically with taking a slot, so nothing is
     // admitted after shutdown() has returned (the op and its handler are discarded unrun).
     if (in_async_context()) {
-      if (!queue->throttle().async_acquire(std::move(enqueue))) throw queue->shut_down_error();
-      queue->note_submitted();
+      if (!q->throttle().async_acquire(std::move(enqueue))) throw q->shut_down_error();
     } else {
-      if (!queue->throttle().acquire()) throw queue->shut_down_error();
-      queue->note_submitted();
+      if (!q->throttle().acquire()) throw q->shut_down_error();
       enqueue();
     }
   }
