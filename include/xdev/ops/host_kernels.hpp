@@ -668,7 +668,7 @@ inline ScratchBuffer& gemm_buffer_b() {
 template <class T>
 struct PortableKernel {
   using value_type = T;
-  static constexpr std::size_t mr = 4, nr = 8, kc = 256, mc = 128, nc = 4096;
+  static constexpr std::size_t mr = 4, nr = 8, kc = 256, mc = 128, nc = 16384 / sizeof(T);
   static void kernel(std::size_t kc_, const T* pa, const T* pb, T* c, std::size_t ldc, T alpha, T beta) noexcept {
     T acc[mr][nr] = {};
     for (std::size_t p = 0; p < kc_; ++p, pa += mr, pb += nr) {
@@ -730,7 +730,7 @@ struct Sse2F32 {
 // x86-64 baseline: SSE2, 4 x 4 doubles.
 struct Sse2F64 {
   using value_type = double;
-  static constexpr std::size_t mr = 4, nr = 4, kc = 256, mc = 128, nc = 4096;
+  static constexpr std::size_t mr = 4, nr = 4, kc = 256, mc = 128, nc = 2048;
   static void kernel(std::size_t kc_, const double* pa, const double* pb, double* c, std::size_t ldc, double alpha,
                      double beta) noexcept {
     prefetch_tile<mr, nr>(c, ldc);
@@ -796,7 +796,7 @@ struct Avx2F32 {
 // AVX2 + FMA: 6 x 8 doubles.
 struct Avx2F64 {
   using value_type = double;
-  static constexpr std::size_t mr = 6, nr = 8, kc = 256, mc = 96, nc = 4096;
+  static constexpr std::size_t mr = 6, nr = 8, kc = 256, mc = 96, nc = 2048;
   XDEV_DETAIL_TARGET("avx2,fma")
   static void kernel(std::size_t kc_, const double* pa, const double* pb, double* c, std::size_t ldc, double alpha,
                      double beta) noexcept {
@@ -862,7 +862,7 @@ struct Avx512F32 {
 // AVX-512F: 12 x 16 doubles.
 struct Avx512F64 {
   using value_type = double;
-  static constexpr std::size_t mr = 12, nr = 16, kc = 192, mc = 192, nc = 4096;
+  static constexpr std::size_t mr = 12, nr = 16, kc = 192, mc = 192, nc = 2048;
   XDEV_DETAIL_TARGET("avx512f")
   static void kernel(std::size_t kc_, const double* pa, const double* pb, double* c, std::size_t ldc, double alpha,
                      double beta) noexcept {
