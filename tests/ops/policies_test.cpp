@@ -285,6 +285,17 @@ TEST(DeviceChecks, AnArrayOfAnotherRuntimeIsNamedAsSuch) {
   EXPECT_EQ(r2.device(0).execution_stats().submitted, 0u);
 }
 
+TEST(RngOptionsChecks, AnOffsetWithoutASeedIsRejectedInsteadOfIgnored) {
+  using Host = xdev::backends::Host;
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  auto x = xdev::empty<float>(dev, sh(4));
+  expect_error(xdev::errc::invalid_argument, [&] { (void)ops::rng_uniform(dev, x, {.offset = 8}); },
+               {"rng_uniform", "RngOptions::offset=8", "needs RngOptions::seed"});
+  EXPECT_EQ(dev.generator().offset(), 0u);  // the device's stream was not advanced
+  EXPECT_EQ(dev.execution_stats().submitted, 0u);
+}
+
 // ---- dispatch: member first, then the fallback ----------------------------------------------------
 
 TEST(OpDispatch, ABackendMemberRunsItsOpAndOpsWithoutAMemberFallBack) {

@@ -500,6 +500,7 @@ struct RngOptions {
   std::optional<RngAlgorithm> algorithm = std::nullopt;
   /// With a seed, the op reads (seed, offset) as given and leaves the device's stream alone.
   std::optional<std::uint64_t> seed = std::nullopt;
+  /// Where in the stream (seed) to start, in raw 32-bit outputs; only with `seed` (else an error).
   std::uint64_t offset = 0;
 };
 
@@ -511,6 +512,9 @@ auto rng(const char* name, const Q& q, Array<T, backend_of<Q>>& out, bool normal
   const auto& s = stream_of(q);
   check_array(name, "out", out, s.device());
   if (normal && !(stddev >= T(0))) invalid(name, "stddev " + std::to_string(stddev) + " is not >= 0");
+  if (!opt.seed && opt.offset != 0)
+    invalid(name, "RngOptions::offset=" + std::to_string(opt.offset) +
+                      " needs RngOptions::seed (without a seed the device's own stream position is used)");
   const RngAlgorithm alg = opt.algorithm.value_or(Device<B>::capability_set.rng_default);
   const std::uint64_t raw = random::raw_outputs_per_value<T> * out.size();
   const auto [seed, offset] = opt.seed ? std::pair{*opt.seed, opt.offset} : s.device().generator().reserve(raw);
