@@ -15,7 +15,7 @@ TEST(Shape, RankNumelAndPrinting) {
   EXPECT_EQ(s[-1], 4);
   EXPECT_EQ(to_string(s), "[2, 3, 4]");
   EXPECT_EQ(xdev::to_string(xdev::Shape{}), "[]");  // qualified lookup finds it too
-  EXPECT_EQ(xdev::Shape{}.numel(), 1);  // a scalar has one element
+  EXPECT_EQ(xdev::Shape{}.numel(), 1);              // a scalar has one element
   EXPECT_TRUE((xdev::Shape{0, 5}.empty()));
 }
 
