@@ -1,32 +1,7 @@
 // expect: xdev::Autocast<Key, D>: D must be DType::f16, DType::bf16 or DType::f32
 // Mistake: autocast to an integer dtype.
-#include <xdev/backend/concepts.hpp>
+#include "complete_backend.hpp"
 
-#include <cstddef>
-#include <string_view>
-
-struct Mine {
-  static constexpr std::string_view name = "MINE";
-  using capabilities = xdev::Capabilities<xdev::Autocast<xdev::AutocastKey::npu, xdev::DType::i32>>;
-  using memory_handle = void*;
-
-  std::size_t device_count() const { return 1; }
-  memory_handle allocate(std::size_t, std::size_t bytes) { return ::operator new(bytes); }
-  void deallocate(std::size_t, memory_handle h, std::size_t) noexcept { ::operator delete(h); }
-  void copy_to_device(std::size_t, const void*, memory_handle, std::size_t, std::size_t, xdev::Completion done) {
-    done(nullptr);
-  }
-  void copy_to_host(std::size_t, memory_handle, std::size_t, void*, std::size_t, xdev::Completion done) {
-    done(nullptr);
-  }
-  void copy_between(std::size_t, memory_handle, std::size_t, std::size_t, memory_handle, std::size_t, std::size_t,
-                    xdev::Completion done) {
-    done(nullptr);
-  }
-  void execute(std::size_t, xdev::HostTask task, xdev::Completion done) {
-    task();
-    done(nullptr);
-  }
-};
+using Mine = CompleteBackend<xdev::Capabilities<xdev::Autocast<xdev::AutocastKey::npu, xdev::DType::i32>>>;
 
 static_assert(xdev::check_backend<Mine>());
