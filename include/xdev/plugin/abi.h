@@ -1,0 +1,366 @@
+/* xdev plugin ABI: the C boundary between xdev (the host) and a backend shipped as a shared library.
+ *
+ * This header is C (C99 and C++); it is the whole contract. No C++ exception, template, virtual or
+ * standard-library type crosses it. A plugin written with xdev's C++ headers gets all of it from
+ * XDEV_DEFINE_PLUGIN(MyBackend) (<xdev/plugin/define.hpp>); a plugin in another language fills
+ * the table by hand.
+ *
+ * Versioning (see docs/plugins.md):
+ * - The plugin exports one symbol, XDEV_PLUGIN_ENTRY_NAME (through Boost.DLL's alias mechanism:
+ *   an extern "C" data symbol holding the address of an `xdev_plugin_entry_fn`). The major version
+ *   is part of the symbol's name, so xdev recognises a plugin of another major without loading it.
+ * - The entry returns the plugin's table. xdev reads `struct_size`, `abi_major` and `abi_minor`
+ *   before calling anything else: a different major, or a minor below XDEV_ABI_MIN_MINOR, is
+ *   rejected (errc::incompatible_abi) before any other plugin function runs; a newer minor is
+ *   accepted and only the fields this header knows are read.
+ * - Every struct passed across carries `struct_size` (its sizeof as the sender compiled it). A
+ *   receiver rejects a struct smaller than the size of the oldest version it supports
+ *   ("expected X, got Y") and accepts a larger one, reading only the fields it knows. New fields
+ *   are only ever appended, within a major version.
+ *
+ * Calling rules:
+ * - Functions returning xdev_status return XDEV_OK (0) or an xdev::errc value; on failure they
+ *   first call `err->set(err->context, code, message)` once. The message is copied by the host
+ *   during that call: the plugin keeps ownership of its string.
+ * - A function taking an `xdev_completion` either returns XDEV_OK and later calls
+ *   `done->complete` exactly once (from any thread, possibly before returning), or returns an
+ *   error and never calls it. The completion struct is only valid during the call: copy it.
+ * - Optional entries (marked so) may be null: xdev then reports errc::unimplemented naming the
+ *   entry, or, for an operation, runs xdev's CPU fallback.
+ * - Memory handles (`xdev_memory`) are opaque 64-bit values chosen by the plugin; 0 means none.
+ */
+#ifndef XDEV_PLUGIN_ABI_H
+#define XDEV_PLUGIN_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- versions ------------------------------------------------------------------------------ */
+
+#define XDEV_ABI_MAJOR 1
+/* 1.0 was the development table of xdev 0.0 (no `flags`, no `op_dtypes`); 1.1 is the first stable one. */
+#define XDEV_ABI_MINOR 1
+/* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
+#define XDEV_ABI_MIN_MINOR 1
+
+#define XDEV_PLUGIN_ENTRY_PREFIX "xdev_plugin_entry_v"
+/* The entry symbol of this major: "xdev_plugin_entry_v1". */
+#define XDEV_PLUGIN_ENTRY_NAME "xdev_plugin_entry_v1"
+
+/* ---- status codes (the values of xdev::errc) ---------------------------------------------- */
+
+typedef int32_t xdev_status;
+#define XDEV_OK 0
+#define XDEV_ERR_INVALID_ARGUMENT 1
+#define XDEV_ERR_OUT_OF_MEMORY 2
+#define XDEV_ERR_NOT_FOUND 3
+#define XDEV_ERR_UNAVAILABLE 4
+#define XDEV_ERR_UNIMPLEMENTED 5
+#define XDEV_ERR_INCOMPATIBLE_ABI 6
+#define XDEV_ERR_CANCELLED 7
+#define XDEV_ERR_DEADLINE_EXCEEDED 8
+#define XDEV_ERR_INTERNAL 9
+
+/* ---- enumerations (the values of the xdev C++ enumerations) -------------------------------- */
+
+/* xdev::DType */
+#define XDEV_DTYPE_BOOL 0
+#define XDEV_DTYPE_U8 1
+#define XDEV_DTYPE_I32 2
+#define XDEV_DTYPE_I64 3
+#define XDEV_DTYPE_F16 4
+#define XDEV_DTYPE_BF16 5
+#define XDEV_DTYPE_F32 6
+#define XDEV_DTYPE_F64 7
+#define XDEV_DTYPE_COUNT 8
+
+/* xdev::RngAlgorithm */
+#define XDEV_RNG_PHILOX 0
+#define XDEV_RNG_THREE_FRY 1
+
+/* xdev::ops::OpKind: the optional operation entries, in table order. */
+#define XDEV_OP_FILL 0
+#define XDEV_OP_SCALE 1
+#define XDEV_OP_AXPY 2
+#define XDEV_OP_BINARY 3
+#define XDEV_OP_SUM 4
+#define XDEV_OP_SUM_AXIS 5
+#define XDEV_OP_DOT 6
+#define XDEV_OP_GEMM 7
+#define XDEV_OP_GATHER 8
+#define XDEV_OP_RNG 9
+#define XDEV_OP_CONVERT 10
+#define XDEV_OP_COUNT 11
+
+/* xdev::ops::BinaryOp */
+#define XDEV_BINARY_ADD 0
+#define XDEV_BINARY_MUL 1
+
+/* xdev_plugin_api::flags */
+/* The library must never be unloaded (it registers atexit handlers, keeps threads, ...). */
+#define XDEV_PLUGIN_NEVER_UNLOAD 0x1u
+
+/* ---- value types ------------------------------------------------------------------------- */
+
+/* Device memory, as the plugin names it (a pointer, a cl_mem, an offset...); 0 means none. */
+typedef uint64_t xdev_memory;
+
+/* Where a failing call reports its message. Supplied by the host; `set` copies `message`. */
+typedef struct xdev_error {
+  size_t struct_size;
+  void* context;
+  void (*set)(void* context, xdev_status code, const char* message);
+} xdev_error;
+
+/* Reports the end of asynchronous work: `complete(context, XDEV_OK, NULL)` on success, or an error
+ * code and message (copied during the call). Called exactly once. */
+typedef struct xdev_completion {
+  size_t struct_size;
+  void* context;
+  void (*complete)(void* context, xdev_status code, const char* message);
+} xdev_completion;
+
+/* Host code to run in device order (what xdev's `execute` submits). `run` never throws or longjmps;
+ * the host records its failure itself. Called exactly once, before the matching completion. */
+typedef struct xdev_host_task {
+  size_t struct_size;
+  void* context;
+  void (*run)(void* context);
+} xdev_host_task;
+
+/* What the host tells the plugin at initialisation. */
+typedef struct xdev_host_info {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* xdev_version; /* "0.1.0" */
+  /* Optional diagnostics sink (may be null): level 0 = info, 1 = warning, 2 = error. */
+  void* log_context;
+  void (*log)(void* log_context, int32_t level, const char* message);
+} xdev_host_info;
+
+/* Options of one client (one backend object), PJRT's client-create options. */
+typedef struct xdev_client_options {
+  size_t struct_size;
+  uint64_t max_inflight; /* the bound xdev will enforce; 0 = the plugin's capability */
+  /* Multi-process configuration: this process's place among the processes on its host, so that
+   * each local process takes its share of the devices. Single process: 0 of 1. */
+  uint32_t local_rank;
+  uint32_t local_world_size;
+  uint32_t global_rank;
+  uint32_t global_world_size;
+} xdev_client_options;
+
+/* The plugin's xdev::CapabilitySet, as plain data. */
+typedef struct xdev_capabilities {
+  size_t struct_size;
+  uint64_t dense_gather_factor;
+  uint32_t rng_default;    /* XDEV_RNG_* */
+  uint32_t autocast_key;   /* xdev::AutocastKey: 0 none, 1 cpu, 2 cuda, 3 xla, 4 npu, 5 private_use */
+  uint32_t autocast_dtype; /* XDEV_DTYPE_* */
+  uint32_t supported_dtypes; /* bit i = dtype i */
+  uint64_t max_inflight;
+  uint64_t memory_per_device; /* bytes; 0 = unknown */
+  uint32_t collective_backend; /* xdev::CollectiveKind: 0 direct, 1 ring, 2 mpi */
+  int32_t priority;
+} xdev_capabilities;
+
+/* ---- operation arguments (xdev::ops::*Args; xdev has validated shapes, dtypes and devices) ---- */
+/* Scalars travel as the bits of the element type (`*_bits`, low bytes, as memcpy would write). */
+
+typedef struct xdev_fill_args {
+  size_t struct_size;
+  uint32_t dtype;
+  xdev_memory x;
+  uint64_t n;
+  uint64_t value_bits;
+} xdev_fill_args;
+
+typedef struct xdev_scale_args {
+  size_t struct_size;
+  uint32_t dtype;
+  xdev_memory x;
+  uint64_t n;
+  uint64_t alpha_bits;
+} xdev_scale_args;
+
+typedef struct xdev_axpy_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint64_t alpha_bits;
+  xdev_memory x;
+  xdev_memory y;
+  uint64_t n;
+} xdev_axpy_args;
+
+typedef struct xdev_binary_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint32_t op; /* XDEV_BINARY_* */
+  xdev_memory a;
+  xdev_memory b;
+  xdev_memory out;
+  uint64_t n;
+} xdev_binary_args;
+
+/* `*result` is host memory holding one element of `dtype`, written before the completion. */
+typedef struct xdev_sum_args {
+  size_t struct_size;
+  uint32_t dtype;
+  xdev_memory x;
+  uint64_t n;
+  void* result;
+} xdev_sum_args;
+
+typedef struct xdev_sum_axis_args {
+  size_t struct_size;
+  uint32_t dtype;
+  xdev_memory x;
+  xdev_memory out;
+  uint64_t outer;
+  uint64_t axis;
+  uint64_t inner;
+} xdev_sum_axis_args;
+
+typedef struct xdev_dot_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint32_t compute_dtype;
+  xdev_memory x;
+  xdev_memory y;
+  uint64_t n;
+  void* result;
+} xdev_dot_args;
+
+typedef struct xdev_gemm_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint32_t compute_dtype;
+  uint32_t trans_a;
+  uint32_t trans_b;
+  uint64_t m;
+  uint64_t n;
+  uint64_t k;
+  uint64_t alpha_bits;
+  xdev_memory a;
+  uint64_t lda;
+  xdev_memory b;
+  uint64_t ldb;
+  uint64_t beta_bits;
+  xdev_memory c;
+  uint64_t ldc;
+} xdev_gemm_args;
+
+typedef struct xdev_gather_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint32_t index_dtype; /* XDEV_DTYPE_I32 or XDEV_DTYPE_I64 */
+  xdev_memory table;
+  uint64_t rows;
+  uint64_t cols;
+  xdev_memory index;
+  uint64_t n;
+  xdev_memory out;
+  uint32_t dense;
+} xdev_gather_args;
+
+typedef struct xdev_rng_args {
+  size_t struct_size;
+  uint32_t dtype;
+  uint32_t algorithm; /* XDEV_RNG_* */
+  xdev_memory out;
+  uint64_t n;
+  uint64_t seed;
+  uint64_t offset;
+  uint32_t normal;
+  uint64_t mean_bits;
+  uint64_t stddev_bits;
+} xdev_rng_args;
+
+typedef struct xdev_convert_args {
+  size_t struct_size;
+  uint32_t src_dtype;
+  uint32_t dst_dtype;
+  xdev_memory src;
+  xdev_memory dst;
+  uint64_t n;
+} xdev_convert_args;
+
+/* ---- the table ---------------------------------------------------------------------------- */
+
+typedef struct xdev_plugin_api {
+  size_t struct_size;
+  uint32_t abi_major;
+  uint32_t abi_minor;
+  const char* name;     /* the device type, upper case: "REF", "OPENCL" (what XDEV_DEVICE names) */
+  const char* version;  /* the plugin's own version, free form: "1.2.0" */
+  const char* platform; /* what it runs on, free form: "PoCL 3.1, 2 CPU devices" */
+  uint32_t flags;       /* XDEV_PLUGIN_* */
+
+  /* Called once per process, before anything below; thread-safety is the host's job. */
+  xdev_status (*initialize)(const xdev_host_info* host, xdev_error* err);
+  /* Creates a backend object (a client); the host creates one per process. */
+  xdev_status (*create)(const xdev_client_options* options, void** backend, xdev_error* err);
+  /* Destroys it after all its work completed and all its memory was released. Never fails. */
+  void (*destroy)(void* backend);
+
+  /* `*out` stays valid while the backend lives. */
+  xdev_status (*capabilities)(void* backend, const xdev_capabilities** out, xdev_error* err);
+  xdev_status (*device_count)(void* backend, uint64_t* out, xdev_error* err);
+
+  xdev_status (*allocate)(void* backend, uint64_t device, uint64_t bytes, xdev_memory* out, xdev_error* err);
+  void (*deallocate)(void* backend, uint64_t device, xdev_memory memory, uint64_t bytes);
+
+  xdev_status (*copy_to_device)(void* backend, uint64_t device, const void* src, xdev_memory dst,
+                                uint64_t dst_offset, uint64_t bytes, const xdev_completion* done, xdev_error* err);
+  xdev_status (*copy_to_host)(void* backend, uint64_t device, xdev_memory src, uint64_t src_offset, void* dst,
+                              uint64_t bytes, const xdev_completion* done, xdev_error* err);
+  xdev_status (*copy_between)(void* backend, uint64_t src_device, xdev_memory src, uint64_t src_offset,
+                              uint64_t dst_device, xdev_memory dst, uint64_t dst_offset, uint64_t bytes,
+                              const xdev_completion* done, xdev_error* err);
+  xdev_status (*execute)(void* backend, uint64_t device, const xdev_host_task* task, const xdev_completion* done,
+                         xdev_error* err);
+
+  /* Optional: which dtypes an operation entry accepts natively, as a bit mask: bit `dtype` for
+   * single-dtype ops; bit `dtype * 8 + index_dtype` for GATHER; bit `src * 8 + dst` for CONVERT.
+   * Null: every dtype xdev passes. A combination the mask leaves out runs xdev's CPU fallback. */
+  uint64_t (*op_dtypes)(void* backend, uint32_t op);
+
+  /* Optional operations (null: xdev's CPU fallback). */
+  xdev_status (*fill)(void* backend, uint64_t device, const xdev_fill_args* args, const xdev_completion* done,
+                      xdev_error* err);
+  xdev_status (*scale)(void* backend, uint64_t device, const xdev_scale_args* args, const xdev_completion* done,
+                       xdev_error* err);
+  xdev_status (*axpy)(void* backend, uint64_t device, const xdev_axpy_args* args, const xdev_completion* done,
+                      xdev_error* err);
+  xdev_status (*binary)(void* backend, uint64_t device, const xdev_binary_args* args, const xdev_completion* done,
+                        xdev_error* err);
+  xdev_status (*sum)(void* backend, uint64_t device, const xdev_sum_args* args, const xdev_completion* done,
+                     xdev_error* err);
+  xdev_status (*sum_axis)(void* backend, uint64_t device, const xdev_sum_axis_args* args,
+                          const xdev_completion* done, xdev_error* err);
+  xdev_status (*dot)(void* backend, uint64_t device, const xdev_dot_args* args, const xdev_completion* done,
+                     xdev_error* err);
+  xdev_status (*gemm)(void* backend, uint64_t device, const xdev_gemm_args* args, const xdev_completion* done,
+                      xdev_error* err);
+  xdev_status (*gather)(void* backend, uint64_t device, const xdev_gather_args* args, const xdev_completion* done,
+                        xdev_error* err);
+  xdev_status (*rng)(void* backend, uint64_t device, const xdev_rng_args* args, const xdev_completion* done,
+                     xdev_error* err);
+  xdev_status (*convert)(void* backend, uint64_t device, const xdev_convert_args* args,
+                         const xdev_completion* done, xdev_error* err);
+} xdev_plugin_api;
+
+/* The entry: returns the plugin's table (static storage; never null for a working plugin). It must
+ * not do anything else: xdev calls it before it has checked the ABI version. */
+typedef const xdev_plugin_api* (*xdev_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XDEV_PLUGIN_ABI_H */
