@@ -24,6 +24,18 @@
 /// Every asynchronous member returns at once and later calls `done` exactly once. `allocate`
 /// throws `xdev::error` (`errc::out_of_memory`) when the device has no room. See
 /// docs/writing-a-backend.md for each requirement in detail.
+///
+/// Optional hooks, for a backend that only knows at run time what it is (a plugin, a backend
+/// configured from a file). Each one, when present, wins over the static member it stands for,
+/// everywhere xdev reads it:
+///
+///     std::string_view runtime_name() const noexcept;             // HasRuntimeName: not B::name
+///     xdev::CapabilitySet runtime_capabilities() const noexcept;  // HasRuntimeCapabilities: not the list
+///     bool implements(xdev::ops::OpKind op, xdev::DType t, xdev::DType t2) const noexcept;  // DeclaresOps
+///
+/// `implements` is asked before an op member runs: false sends that call through the CPU fallback
+/// (counted in `fallback.<op>`) although the member exists. `t2` is the index dtype for `gather`,
+/// the destination dtype for `convert`, and `t` for every other op.
 #pragma once
 
 #include <xdev/backend/completion.hpp>
@@ -31,8 +43,13 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 #include <type_traits>
+
+namespace xdev::ops {
+enum class OpKind : std::uint32_t;  // defined in <xdev/ops/op_args.hpp>
+}  // namespace xdev::ops
 
 namespace xdev::concepts {
 
@@ -116,6 +133,27 @@ concept HostAccessibleBackend = Backend<B> && requires(const B& b, typename B::m
   { b.host_address(h) } -> std::same_as<void*>;
 };
 
+/// Optional: `b.runtime_name()` names the device type at run time ("NAME" of "NAME:0"), instead
+/// of `B::name`.
+template <class B>
+concept HasRuntimeName = requires(const B& b) {
+  { b.runtime_name() } noexcept -> std::convertible_to<std::string_view>;
+};
+
+/// Optional: `b.runtime_capabilities()` gives the capabilities in force at run time, instead of
+/// `B::capabilities::set`.
+template <class B>
+concept HasRuntimeCapabilities = requires(const B& b) {
+  { b.runtime_capabilities() } noexcept -> std::same_as<CapabilitySet>;
+};
+
+/// Optional: `b.implements(op, t, t2)` says whether the backend's member for `op` handles these
+/// dtypes; false runs the CPU fallback instead.
+template <class B>
+concept DeclaresOps = requires(const B& b, ops::OpKind op, DType t) {
+  { b.implements(op, t, t) } noexcept -> std::convertible_to<bool>;
+};
+
 // clang-format on
 
 }  // namespace xdev::concepts
@@ -127,11 +165,11 @@ namespace detail {
 // over a backend that failed `check_backend` (Device<B>) then reports only its sentence, not also
 // every member declaration that names the missing type (g++ goes on instantiating them).
 template <class B>
-struct capabilities_of {
+struct capabilities_type_of {
   using type = Capabilities<>;
 };
 template <concepts::HasCapabilities B>
-struct capabilities_of<B> {
+struct capabilities_type_of<B> {
   using type = typename B::capabilities;
 };
 template <class B>
@@ -142,6 +180,25 @@ template <concepts::HasMemoryHandle B>
 struct memory_handle_of<B> {
   using type = typename B::memory_handle;
 };
+
+/// The name of backend `b`'s device type: `b.runtime_name()` when it has one, else `B::name`.
+template <class B>
+[[nodiscard]] std::string_view backend_name(const B& b) noexcept {
+  if constexpr (concepts::HasRuntimeName<B>)
+    return b.runtime_name();
+  else
+    return B::name;
+}
+
+/// The capabilities in force for backend `b`: `b.runtime_capabilities()` when it has one, else
+/// `B::capabilities::set`.
+template <class B>
+[[nodiscard]] CapabilitySet backend_capabilities(const B& b) noexcept {
+  if constexpr (concepts::HasRuntimeCapabilities<B>)
+    return b.runtime_capabilities();
+  else
+    return B::capabilities::set;
+}
 }  // namespace detail
 
 /// Checks `B` against the backend contract with one messaged `static_assert` per requirement,

@@ -37,6 +37,8 @@ struct DeviceState;  // defined in device/runtime.hpp
 ///     dev.copy_to_device(std::span<const float>(v), buf).get();
 ///
 /// Compile-time capabilities are reachable from the type: `Device<B>::capabilities::max_inflight`.
+/// The capabilities in force are `xdev::capabilities_of(dev)`: the same values, unless `B` describes
+/// itself at run time (`runtime_capabilities()`, see <xdev/backend/concepts.hpp>).
 /// The runtime must outlive its devices, buffers and streams.
 template <class B>
 class Device {
@@ -44,8 +46,10 @@ class Device {
 
  public:
   using backend_type = B;
-  using capabilities = typename detail::capabilities_of<B>::type;
-  /// The compile-time capabilities as a run-time value (what an erased handle of this device reports).
+  using capabilities = typename detail::capabilities_type_of<B>::type;
+  /// The compile-time capabilities as a run-time value, for typed code. For a backend that
+  /// describes itself at run time this is only its static `capabilities` list: the set in force
+  /// (what ops, the runtime and an `AnyDevice` use) is `xdev::capabilities_of(dev)`.
   static constexpr CapabilitySet capability_set = capabilities::set;
 
   /// A handle to no device (what a moved-from buffer holds).
@@ -53,8 +57,10 @@ class Device {
   Device(Runtime<B>& runtime, std::size_t ordinal) noexcept : runtime_(&runtime), ordinal_(ordinal) {}
 
   [[nodiscard]] std::size_t ordinal() const noexcept { return ordinal_; }
-  /// "NAME:ordinal", e.g. "HOST:0".
-  [[nodiscard]] std::string name() const { return std::string(B::name) + ':' + std::to_string(ordinal_); }
+  /// "NAME:ordinal", e.g. "HOST:0"; NAME is the backend's `runtime_name()` when it has one, else `B::name`.
+  [[nodiscard]] std::string name() const {
+    return std::string(detail::backend_name(backend())) + ':' + std::to_string(ordinal_);
+  }
   [[nodiscard]] Runtime<B>& runtime() const noexcept { return *runtime_; }
   [[nodiscard]] B& backend() const noexcept { return runtime_->backend(); }
   /// False for a default-constructed (or moved-from buffer's) handle that names no device.
@@ -129,6 +135,8 @@ class Device {
 
   /// The device's execution state (for xdev's own layers).
   [[nodiscard]] const std::shared_ptr<DeviceQueue>& queue() const { return state().queue; }
+  /// The device's caching allocator (for xdev's own layers, such as `AnyDevice`).
+  [[nodiscard]] DeviceAllocator<B>& allocator() const { return state().allocator; }
 
   /// A hash combining runtime and ordinal (what `std::hash<Device<B>>` returns).
   [[nodiscard]] std::size_t hash() const noexcept {
@@ -153,6 +161,18 @@ class Device {
   Runtime<B>* runtime_ = nullptr;
   std::size_t ordinal_ = 0;
 };
+
+/// The capabilities in force on `dev`: its backend's `runtime_capabilities()` when it has that hook,
+/// else `Device<B>::capability_set`. What ops, the runtime and an erased `AnyDevice` go by.
+///
+///     if (xdev::capabilities_of(dev).supports(xdev::DType::f64)) ...
+template <class B>
+[[nodiscard]] CapabilitySet capabilities_of(const Device<B>& dev) noexcept {
+  if constexpr (concepts::HasRuntimeCapabilities<B>)
+    return dev.backend().runtime_capabilities();
+  else
+    return Device<B>::capability_set;
+}
 
 }  // namespace xdev
 

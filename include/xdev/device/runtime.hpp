@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -56,9 +57,10 @@ class Runtime {
   template <class... Args>
   explicit Runtime(RuntimeOptions options = {}, Args&&... backend_args)
       : backend_(std::forward<Args>(backend_args)...) {
-    const std::size_t inflight = resolve_max_inflight(options);
+    const CapabilitySet caps = detail::backend_capabilities(backend_);
+    const std::size_t inflight = resolve_max_inflight(options, caps);
     std::optional<std::size_t> limit = options.memory_limit;
-    if (!limit && B::capabilities::memory_per_device != 0) limit = B::capabilities::memory_per_device;
+    if (!limit && caps.memory_per_device != 0) limit = caps.memory_per_device;
     const std::size_t n = backend_.device_count();
     states_.reserve(n);
     for (std::size_t i = 0; i < n; ++i)
@@ -72,12 +74,15 @@ class Runtime {
   [[nodiscard]] B& backend() noexcept { return backend_; }
   [[nodiscard]] std::size_t device_count() const noexcept { return states_.size(); }
 
+  /// The device type's name: the backend's `runtime_name()` when it has one, else `B::name`.
+  [[nodiscard]] std::string_view name() const noexcept { return detail::backend_name(backend_); }
+
   /// Device `ordinal`.
   /// \throws xdev::error `errc::not_found` naming the device and how many exist.
   [[nodiscard]] Device<B> device(std::size_t ordinal) {
     if (ordinal >= states_.size())
-      throw error(errc::not_found, "device " + std::string(B::name) + ':' + std::to_string(ordinal) +
-                                       " does not exist; " + std::string(B::name) + " has " +
+      throw error(errc::not_found, "device " + std::string(name()) + ':' + std::to_string(ordinal) +
+                                       " does not exist; " + std::string(name()) + " has " +
                                        std::to_string(states_.size()) + " device(s)");
     return Device<B>(*this, ordinal);
   }
@@ -104,7 +109,7 @@ class Runtime {
   [[nodiscard]] detail::DeviceState<B>& state(std::size_t ordinal) { return *states_[ordinal]; }
 
  private:
-  static std::size_t resolve_max_inflight(const RuntimeOptions& o) {
+  std::size_t resolve_max_inflight(const RuntimeOptions& o, const CapabilitySet& caps) const {
     constexpr std::size_t max_accepted = std::size_t{1} << 20;
     if (o.max_inflight) {
       if (*o.max_inflight < 1 || *o.max_inflight > max_accepted)
@@ -113,7 +118,12 @@ class Runtime {
       return *o.max_inflight;
     }
     if (auto env = getenv_count("XDEV_MAX_INFLIGHT", 1, max_accepted)) return *env;
-    return B::capabilities::max_inflight;
+    // A static MaxInflight<N> is checked at compile time; a run-time one only here.
+    if (concepts::HasRuntimeCapabilities<B> && (caps.max_inflight < 1 || caps.max_inflight > max_accepted))
+      throw error(errc::invalid_argument, "the capabilities of backend " + std::string(name()) +
+                                              " give max_inflight=" + std::to_string(caps.max_inflight) +
+                                              ", which is not in [1, " + std::to_string(max_accepted) + "]");
+    return caps.max_inflight;
   }
 
   B backend_;  // first member: destroyed last, after every device state has released its memory

@@ -14,8 +14,24 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iterator>
+#include <type_traits>
 
 namespace xdev::ops {
+
+/// The portable operations a backend may implement, one per `*Args` struct below (`add` and `mul`
+/// are `binary`; `rng_uniform` and `rng_normal` are `rng`). What a backend's optional
+/// `implements(op, t, t2)` hook is asked about (see <xdev/backend/concepts.hpp>). The values are
+/// the plugin ABI's `XDEV_OP_*` (<xdev/plugin/abi.h>): keep the order.
+enum class OpKind : std::uint32_t { fill, scale, axpy, binary, sum, sum_axis, dot, gemm, gather, rng, convert };
+
+/// The op's name as written in this enumeration ("fill", "sum_axis", ...).
+constexpr const char* name_of(OpKind op) noexcept {
+  constexpr const char* names[] = {"fill", "scale", "axpy",   "binary", "sum",    "sum_axis",
+                                   "dot",  "gemm",  "gather", "rng",    "convert"};
+  const auto i = static_cast<std::uint32_t>(op);
+  return i < std::size(names) ? names[i] : "?";
+}
 
 /// `x[i] = value` for i < n.
 template <class T, class H>
@@ -150,5 +166,102 @@ struct LaunchArgs {
   std::size_t grain;
   std::function<void(std::size_t, std::size_t)> kernel;
 };
+
+namespace detail {
+
+template <class T>
+constexpr DType dtype_or_default() noexcept {
+  if constexpr (HasDType<T>)
+    return dtype_of<T>;
+  else
+    return DType{};
+}
+
+template <OpKind Op, class T, class U = T>
+struct op_info_base {
+  static constexpr OpKind kind = Op;
+  /// False when an element type has no dtype (then `dtype` and `dtype2` mean nothing).
+  static constexpr bool known = HasDType<T> && HasDType<U>;
+  static constexpr DType dtype = dtype_or_default<T>();
+  static constexpr DType dtype2 = dtype_or_default<U>();
+};
+
+/// What an `*Args` struct describes: its `OpKind`, and the `t`, `t2` a backend's `implements`
+/// hook is asked about (index dtype for gather, destination dtype for convert, else `t` again).
+template <class Args>
+struct op_info {
+  static constexpr bool known = false;
+};
+template <class T, class H>
+struct op_info<FillArgs<T, H>> : op_info_base<OpKind::fill, T> {};
+template <class T, class H>
+struct op_info<ScaleArgs<T, H>> : op_info_base<OpKind::scale, T> {};
+template <class T, class H>
+struct op_info<AxpyArgs<T, H>> : op_info_base<OpKind::axpy, T> {};
+template <class T, class H>
+struct op_info<BinaryArgs<T, H>> : op_info_base<OpKind::binary, T> {};
+template <class T, class H>
+struct op_info<SumArgs<T, H>> : op_info_base<OpKind::sum, T> {};
+template <class T, class H>
+struct op_info<SumAxisArgs<T, H>> : op_info_base<OpKind::sum_axis, T> {};
+template <class T, class H>
+struct op_info<DotArgs<T, H>> : op_info_base<OpKind::dot, T> {};
+template <class T, class H>
+struct op_info<GemmArgs<T, H>> : op_info_base<OpKind::gemm, T> {};
+template <class T, class I, class H>
+struct op_info<GatherArgs<T, I, H>> : op_info_base<OpKind::gather, T, I> {};
+template <class T, class H>
+struct op_info<RngArgs<T, H>> : op_info_base<OpKind::rng, T> {};
+template <class S, class D, class H>
+struct op_info<ConvertArgs<S, D, H>> : op_info_base<OpKind::convert, S, D> {};
+
+// The same arguments with every memory handle mapped through `f` (an erased handle to the
+// backend's own, for example); everything else is copied.
+template <class H2, class T, class H, class F>
+FillArgs<T, H2> rebind_handles(const FillArgs<T, H>& a, F&& f) {
+  return {f(a.x), a.n, a.value};
+}
+template <class H2, class T, class H, class F>
+ScaleArgs<T, H2> rebind_handles(const ScaleArgs<T, H>& a, F&& f) {
+  return {f(a.x), a.n, a.alpha};
+}
+template <class H2, class T, class H, class F>
+AxpyArgs<T, H2> rebind_handles(const AxpyArgs<T, H>& a, F&& f) {
+  return {a.alpha, f(a.x), f(a.y), a.n};
+}
+template <class H2, class T, class H, class F>
+BinaryArgs<T, H2> rebind_handles(const BinaryArgs<T, H>& a, F&& f) {
+  return {a.op, f(a.a), f(a.b), f(a.out), a.n};
+}
+template <class H2, class T, class H, class F>
+SumArgs<T, H2> rebind_handles(const SumArgs<T, H>& a, F&& f) {
+  return {f(a.x), a.n, a.result};
+}
+template <class H2, class T, class H, class F>
+SumAxisArgs<T, H2> rebind_handles(const SumAxisArgs<T, H>& a, F&& f) {
+  return {f(a.x), f(a.out), a.outer, a.axis, a.inner};
+}
+template <class H2, class T, class H, class F>
+DotArgs<T, H2> rebind_handles(const DotArgs<T, H>& a, F&& f) {
+  return {f(a.x), f(a.y), a.n, a.result, a.compute};
+}
+template <class H2, class T, class H, class F>
+GemmArgs<T, H2> rebind_handles(const GemmArgs<T, H>& a, F&& f) {
+  return {a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, f(a.a), a.lda, f(a.b), a.ldb, a.beta, f(a.c), a.ldc, a.compute};
+}
+template <class H2, class T, class I, class H, class F>
+GatherArgs<T, I, H2> rebind_handles(const GatherArgs<T, I, H>& a, F&& f) {
+  return {f(a.table), a.rows, a.cols, f(a.index), a.n, f(a.out), a.dense};
+}
+template <class H2, class T, class H, class F>
+RngArgs<T, H2> rebind_handles(const RngArgs<T, H>& a, F&& f) {
+  return {f(a.out), a.n, a.algorithm, a.seed, a.offset, a.normal, a.mean, a.stddev};
+}
+template <class H2, class S, class D, class H, class F>
+ConvertArgs<S, D, H2> rebind_handles(const ConvertArgs<S, D, H>& a, F&& f) {
+  return {f(a.src), f(a.dst), a.n};
+}
+
+}  // namespace detail
 
 }  // namespace xdev::ops

@@ -1,15 +1,19 @@
 /// \file
 /// The portable operations: the same calls on every device. See docs/ops.md.
 ///
-/// Every op takes a queue (a `Device<B>`, meaning its default stream, or a `Stream<B>`) and a
-/// completion token (default `xdev::use_future`), and is submitted like all device work: it
-/// returns at once, takes an in-flight slot, and keeps stream order. Shapes, dtypes and devices
-/// are checked before submission (`errc::invalid_argument` naming the shapes; `errc::unimplemented`
-/// for a dtype the device does not support), so a rejected call runs nothing.
+/// Every op takes a queue (a `Device<B>` or an `AnyDevice`, meaning its default stream, or a
+/// `Stream<B>` or an `AnyStream`) and a completion token (default `xdev::use_future`), and is
+/// submitted like all device work: it returns at once, takes an in-flight slot, and keeps stream
+/// order. Shapes, dtypes and devices are checked before submission (`errc::invalid_argument`
+/// naming the shapes; `errc::unimplemented` for a dtype the device does not support, going by
+/// `xdev::capabilities_of(device)`), so a rejected call runs nothing.
 ///
-/// Dispatch: the backend's member of the op's name taking the op's `*Args` struct (see
-/// op_args.hpp) runs it; a backend without that member gets the CPU fallback (operands copied to
-/// the host, computed there, results copied back), counted by the metric `fallback.<op>`.
+/// Dispatch (`ops::detail::launch_op`, one overload per `*Args` struct, see op_args.hpp): the
+/// backend's member of the op's name taking that struct runs it, unless the backend's optional
+/// `implements(op, t, t2)` hook refuses the dtypes; a backend without that member, or that
+/// refuses, gets the CPU fallback (operands copied to the host, computed there, results copied
+/// back), counted by the metric `fallback.<op>`. An `AnyDevice` takes the same path: its erased
+/// model rebuilds the typed arguments and calls the same `launch_op`.
 #pragma once
 
 #include <xdev/async/stream.hpp>
@@ -36,24 +40,35 @@
 
 namespace xdev {
 
+class AnyStream;
+
 namespace concepts {
-/// A `Device<B>` or a `Stream<B>`: where an op is submitted.
+
+// clang-format off
+
+/// A handle to one device: a `Device<B>` or an `AnyDevice`.
+template <class D>
+concept DeviceHandle = requires { typename D::backend_type; } &&
+    (std::same_as<D, Device<typename D::backend_type>> || std::same_as<D, AnyDevice>);
+
+/// Where an op is submitted: a device handle (its default stream), a `Stream<B>` or an `AnyStream`.
 template <class Q>
-concept Queue = requires {
-  typename Q::backend_type;
-}
-&&(std::same_as<Q, Device<typename Q::backend_type>> || std::same_as<Q, Stream<typename Q::backend_type>>);
+concept Queue = requires { typename Q::backend_type; } &&
+    (DeviceHandle<Q> || std::same_as<Q, Stream<typename Q::backend_type>> || std::same_as<Q, AnyStream>);
+
+// clang-format on
+
 }  // namespace concepts
 
 namespace ops {
 namespace detail {
 
-template <class B>
-Stream<B> stream_of(const Device<B>& d) {
+template <concepts::DeviceHandle D>
+auto stream_of(const D& d) {
   return d.default_stream();
 }
-template <class B>
-const Stream<B>& stream_of(const Stream<B>& s) {
+template <concepts::Queue S>
+requires(!concepts::DeviceHandle<S>) const S& stream_of(const S& s) {
   return s;
 }
 
@@ -64,15 +79,16 @@ using backend_of = typename Q::backend_type;
   throw error(errc::invalid_argument, std::string(op) + ": " + what);
 }
 
-template <class B>
-void check_dtype(const char* op, DType t, const Device<B>& d) {
-  if (!Device<B>::capability_set.supports(t))
+// Unqualified `capabilities_of` calls below find the `AnyDevice` overload by argument-dependent lookup.
+template <class D>
+void check_dtype(const char* op, DType t, const D& d) {
+  if (!capabilities_of(d).supports(t))
     throw error(errc::unimplemented,
                 std::string(op) + ": dtype " + std::string(name_of(t)) + " is not supported by " + d.name());
 }
 
-template <class T, class B>
-void check_array(const char* op, const char* what, const Array<T, B>& a, const Device<B>& d) {
+template <class T, class B, class D>
+void check_array(const char* op, const char* what, const Array<T, B>& a, const D& d) {
   if (a.device() != d) {
     std::string where = a.device().valid() ? a.device().name() : "no device";
     if (a.device().valid() && !a.device().same_runtime(d) && a.device().name() == d.name())
@@ -101,15 +117,286 @@ void check_not_same(const char* op, const Array<T, B>& out, const char* out_name
 template <class T>
 inline constexpr bool is_arith = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
-// The handle of an array's memory.
+// The handle of an array's memory (the backend's `memory_handle`, or an erased one).
 template <class T, class B>
-typename B::memory_handle handle(const Array<T, B>& a) {
+auto handle(const Array<T, B>& a) {
   return a.buffer().native_handle();
 }
 
 template <class T, class H>
 Staged<H> staged(H h, std::size_t n, bool read, bool written) {
   return {h, n * sizeof(T), read, written};
+}
+
+// ---- dispatch: the backend's member, or the CPU fallback -----------------------------------
+
+// False when backend `b` has the `implements` hook and it refuses these arguments' dtypes.
+template <class B, class Args>
+bool runs_natively(const B& b, const Args&) noexcept {
+  using info = op_info<Args>;
+  if constexpr (concepts::DeclaresOps<B> && info::known)
+    return static_cast<bool>(b.implements(info::kind, info::dtype, info::dtype2));
+  else
+    return true;
+}
+
+// Whether the fallback code of an op with a member must exist: only when `implements` may refuse.
+template <class B>
+inline constexpr bool may_refuse = concepts::DeclaresOps<B>;
+
+/// Starts an op whose arguments were erased by an `AnyDevice`: defined in <xdev/any/any_device.hpp>.
+template <class Args>
+void launch_op(const AnyDevice& dev, const Args& args, Completion done);
+
+/// Runs `fill` on `dev`: the backend's `fill` member, or the CPU fallback.
+template <class B, class T>
+void launch_op(const Device<B>& dev, const FillArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.fill(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().fill(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "fill", dev.backend(), dev.ordinal(), {staged<T>(args.x, args.n, false, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::fill(fallback_parallel(), reinterpret_cast<T*>(p[0]), args.n, args.value);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `scale` on `dev`.
+template <class B, class T>
+void launch_op(const Device<B>& dev, const ScaleArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.scale(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().scale(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "scale", dev.backend(), dev.ordinal(), {staged<T>(args.x, args.n, true, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::scale(fallback_parallel(), reinterpret_cast<T*>(p[0]), args.n, args.alpha);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `axpy` on `dev`.
+template <class B, class T>
+void launch_op(const Device<B>& dev, const AxpyArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.axpy(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().axpy(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "axpy", dev.backend(), dev.ordinal(),
+        {staged<T>(args.x, args.n, true, false), staged<T>(args.y, args.n, true, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::axpy(fallback_parallel(), args.alpha, reinterpret_cast<const T*>(p[0]), reinterpret_cast<T*>(p[1]),
+                     args.n);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `add` or `mul` on `dev` (the fallback counts `fallback.add` or `fallback.mul`).
+template <class B, class T>
+void launch_op(const Device<B>& dev, const BinaryArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.binary(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().binary(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        args.op == BinaryOp::add ? "add" : "mul", dev.backend(), dev.ordinal(),
+        {staged<T>(args.a, args.n, true, false), staged<T>(args.b, args.n, true, false),
+         staged<T>(args.out, args.n, false, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::binary(fallback_parallel(), args.op, reinterpret_cast<const T*>(p[0]), reinterpret_cast<const T*>(p[1]),
+                       reinterpret_cast<T*>(p[2]), args.n);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs the full `sum` on `dev`.
+template <class B, class T>
+void launch_op(const Device<B>& dev, const SumArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.sum(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().sum(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "sum", dev.backend(), dev.ordinal(), {staged<T>(args.x, args.n, true, false)},
+        [args](std::vector<std::byte*>& p) {
+          *args.result = host::sum(fallback_parallel(), reinterpret_cast<const T*>(p[0]), args.n);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `sum` along an axis on `dev` (the fallback counts `fallback.sum`).
+template <class B, class T>
+void launch_op(const Device<B>& dev, const SumAxisArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.sum_axis(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().sum_axis(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    const std::size_t n = args.outer * args.axis * args.inner;
+    run_fallback<B>(
+        "sum", dev.backend(), dev.ordinal(),
+        {staged<T>(args.x, n, true, false), staged<T>(args.out, args.outer * args.inner, false, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::sum_axis(fallback_parallel(), reinterpret_cast<const T*>(p[0]), args.outer, args.axis, args.inner,
+                         reinterpret_cast<T*>(p[1]));
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `dot` on `dev`.
+template <class B, class T>
+void launch_op(const Device<B>& dev, const DotArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.dot(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().dot(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "dot", dev.backend(), dev.ordinal(),
+        {staged<T>(args.x, args.n, true, false), staged<T>(args.y, args.n, true, false)},
+        [args](std::vector<std::byte*>& p) {
+          *args.result = host::dot(fallback_parallel(), reinterpret_cast<const T*>(p[0]),
+                                   reinterpret_cast<const T*>(p[1]), args.n, args.compute);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `gemm` on `dev`.
+template <class B, class T>
+void launch_op(const Device<B>& dev, const GemmArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.gemm(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().gemm(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "gemm", dev.backend(), dev.ordinal(),
+        {staged<T>(args.a, args.m * args.k, true, false), staged<T>(args.b, args.k * args.n, true, false),
+         staged<T>(args.c, args.m * args.n, args.beta != T(0), true)},
+        [args](std::vector<std::byte*>& p) {
+          host::gemm(fallback_parallel(), args.trans_a, args.trans_b, args.m, args.n, args.k, args.alpha,
+                     reinterpret_cast<const T*>(p[0]), args.lda, reinterpret_cast<const T*>(p[1]), args.ldb, args.beta,
+                     reinterpret_cast<T*>(p[2]), args.ldc, args.compute);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `gather` on `dev`.
+template <class B, class T, class I>
+void launch_op(const Device<B>& dev, const GatherArgs<T, I, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.gather(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().gather(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "gather", dev.backend(), dev.ordinal(),
+        {staged<T>(args.table, args.rows * args.cols, true, false), staged<I>(args.index, args.n, true, false),
+         staged<T>(args.out, args.n * args.cols, false, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::gather(fallback_parallel(), reinterpret_cast<const T*>(p[0]), args.rows, args.cols,
+                       reinterpret_cast<const I*>(p[1]), args.n, reinterpret_cast<T*>(p[2]), args.dense);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `rng_uniform` or `rng_normal` on `dev` (the fallback counts `fallback.rng_uniform` or
+/// `fallback.rng_normal`).
+template <class B, class T>
+void launch_op(const Device<B>& dev, const RngArgs<T, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.rng(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().rng(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        args.normal ? "rng_normal" : "rng_uniform", dev.backend(), dev.ordinal(),
+        {staged<T>(args.out, args.n, false, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::rng(fallback_parallel(), reinterpret_cast<T*>(p[0]), args.n, args.algorithm, args.seed, args.offset,
+                    args.normal, args.mean, args.stddev);
+        },
+        std::move(done));
+  }
+}
+
+/// Runs `convert` on `dev`.
+template <class B, class S, class D>
+void launch_op(const Device<B>& dev, const ConvertArgs<S, D, typename B::memory_handle>& args, Completion done) {
+  constexpr bool member = requires(B & b, Completion c) {
+    b.convert(std::size_t{}, args, std::move(c));
+  };
+  if constexpr (member) {
+    if (runs_natively(dev.backend(), args)) return dev.backend().convert(dev.ordinal(), args, std::move(done));
+  }
+  if constexpr (!member || may_refuse<B>) {
+    run_fallback<B>(
+        "convert", dev.backend(), dev.ordinal(),
+        {staged<S>(args.src, args.n, true, false), staged<D>(args.dst, args.n, false, true)},
+        [args](std::vector<std::byte*>& p) {
+          host::convert(fallback_parallel(), reinterpret_cast<const S*>(p[0]), reinterpret_cast<D*>(p[1]), args.n);
+        },
+        std::move(done));
+  }
+}
+
+// Submits an op without a result on `s`: `launch_op(device, args)` once it reaches the device.
+template <class S, class Args, class Token>
+auto submit_op(const S& s, const Args& args, Token&& token) {
+  return s.template submit<void>(
+      nullptr, [dev = s.device(), args](Completion done) { launch_op(dev, args, std::move(done)); },
+      std::forward<Token>(token));
+}
+
+// Submits an op producing a `T` through `args.result` (`sum`, `dot`).
+template <class T, class S, class Args, class Token>
+auto submit_op_with_result(const S& s, const Args& args, Token&& token) {
+  auto slot = std::make_shared<xdev::detail::result_slot<T>>();
+  return s.template submit<T>(
+      slot,
+      [dev = s.device(), args = Args(args), slot](Completion done) mutable {
+        args.result = &slot->value.emplace();
+        launch_op(dev, args, std::move(done));
+      },
+      std::forward<Token>(token));
 }
 
 }  // namespace detail
@@ -119,50 +406,20 @@ Staged<H> staged(H h, std::size_t n, bool read, bool written) {
 /// Sets every element of `x` to `value`. Signature `void(std::exception_ptr)`.
 template <concepts::Queue Q, class T, class Token = const use_future_t&>
 auto fill(const Q& q, Array<T, detail::backend_of<Q>>& x, std::type_identity_t<T> value, Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("fill", "x", x, s.device());
-  FillArgs<T, typename B::memory_handle> args{detail::handle(x), x.size(), value};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) mutable {
-        if constexpr (requires { dev.backend().fill(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().fill(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "fill", dev.backend(), dev.ordinal(), {detail::staged<T>(args.x, args.n, false, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::fill(detail::fallback_parallel(), reinterpret_cast<T*>(p[0]), args.n, args.value);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  FillArgs<T, decltype(detail::handle(x))> args{detail::handle(x), x.size(), value};
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 /// `x *= alpha`, element-wise (f32, f64).
 template <concepts::Queue Q, class T, class Token = const use_future_t&>
 requires detail::is_arith<T>
 auto scale(const Q& q, Array<T, detail::backend_of<Q>>& x, std::type_identity_t<T> alpha, Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("scale", "x", x, s.device());
-  ScaleArgs<T, typename B::memory_handle> args{detail::handle(x), x.size(), alpha};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) mutable {
-        if constexpr (requires { dev.backend().scale(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().scale(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "scale", dev.backend(), dev.ordinal(), {detail::staged<T>(args.x, args.n, true, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::scale(detail::fallback_parallel(), reinterpret_cast<T*>(p[0]), args.n, args.alpha);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  ScaleArgs<T, decltype(detail::handle(x))> args{detail::handle(x), x.size(), alpha};
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 /// `y += alpha * x`, element-wise; shapes must match (f32, f64).
@@ -170,62 +427,26 @@ template <concepts::Queue Q, class T, class Token = const use_future_t&>
 requires detail::is_arith<T>
 auto axpy(const Q& q, std::type_identity_t<T> alpha, const Array<T, detail::backend_of<Q>>& x,
           Array<T, detail::backend_of<Q>>& y, Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("axpy", "x", x, s.device());
   detail::check_array("axpy", "y", y, s.device());
   detail::check_same_shape("axpy", x, "x", y, "y");
-  AxpyArgs<T, typename B::memory_handle> args{alpha, detail::handle(x), detail::handle(y), x.size()};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) mutable {
-        if constexpr (requires { dev.backend().axpy(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().axpy(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "axpy", dev.backend(), dev.ordinal(),
-              {detail::staged<T>(args.x, args.n, true, false), detail::staged<T>(args.y, args.n, true, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::axpy(detail::fallback_parallel(), args.alpha, reinterpret_cast<const T*>(p[0]),
-                           reinterpret_cast<T*>(p[1]), args.n);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  AxpyArgs<T, decltype(detail::handle(x))> args{alpha, detail::handle(x), detail::handle(y), x.size()};
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 namespace detail {
 template <class Q, class T, class Token>
 auto binary(const char* name, BinaryOp op, const Q& q, const Array<T, backend_of<Q>>& a,
             const Array<T, backend_of<Q>>& b, Array<T, backend_of<Q>>& out, Token&& token) {
-  using B = backend_of<Q>;
   const auto& s = stream_of(q);
   check_array(name, "a", a, s.device());
   check_array(name, "b", b, s.device());
   check_array(name, "out", out, s.device());
   check_same_shape(name, a, "a", b, "b");
   check_same_shape(name, a, "a", out, "out");
-  BinaryArgs<T, typename B::memory_handle> args{op, handle(a), handle(b), handle(out), a.size()};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args, name](Completion done) mutable {
-        (void)name;  // used only by the fallback branch
-        if constexpr (requires { dev.backend().binary(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().binary(dev.ordinal(), args, std::move(done));
-        } else {
-          run_fallback<B>(
-              name, dev.backend(), dev.ordinal(),
-              {staged<T>(args.a, args.n, true, false), staged<T>(args.b, args.n, true, false),
-               staged<T>(args.out, args.n, false, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::binary(fallback_parallel(), args.op, reinterpret_cast<const T*>(p[0]),
-                             reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[2]), args.n);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  BinaryArgs<T, decltype(handle(a))> args{op, handle(a), handle(b), handle(out), a.size()};
+  return submit_op(s, args, std::forward<Token>(token));
 }
 }  // namespace detail
 
@@ -260,27 +481,10 @@ auto copy(const Q& q, const Array<T, detail::backend_of<Q>>& src, Array<T, detai
 template <concepts::Queue Q, class T, class Token = const use_future_t&>
 requires detail::is_arith<T>
 auto sum(const Q& q, const Array<T, detail::backend_of<Q>>& x, Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("sum", "x", x, s.device());
-  auto slot = std::make_shared<xdev::detail::result_slot<T>>();
-  SumArgs<T, typename B::memory_handle> args{detail::handle(x), x.size(), nullptr};
-  return s.template submit<T>(
-      slot,
-      [dev = s.device(), args, slot](Completion done) mutable {
-        args.result = &slot->value.emplace();
-        if constexpr (requires { dev.backend().sum(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().sum(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "sum", dev.backend(), dev.ordinal(), {detail::staged<T>(args.x, args.n, true, false)},
-              [args](std::vector<std::byte*>& p) {
-                *args.result = host::sum(detail::fallback_parallel(), reinterpret_cast<const T*>(p[0]), args.n);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  SumArgs<T, decltype(detail::handle(x))> args{detail::handle(x), x.size(), nullptr};
+  return detail::submit_op_with_result<T>(s, args, std::forward<Token>(token));
 }
 
 /// Sums `x` along dimension `axis` (negative counts from the back) into `out`, whose shape is
@@ -289,7 +493,6 @@ template <concepts::Queue Q, class T, class Token = const use_future_t&>
 requires detail::is_arith<T>
 auto sum(const Q& q, const Array<T, detail::backend_of<Q>>& x, std::ptrdiff_t axis,
          Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("sum", "x", x, s.device());
   detail::check_array("sum", "out", out, s.device());
@@ -309,27 +512,10 @@ auto sum(const Q& q, const Array<T, detail::backend_of<Q>>& x, std::ptrdiff_t ax
     detail::invalid("sum", "out has shape " + to_string(out.shape()) + " but summing " + to_string(xs) + " over axis " +
                                std::to_string(axis) + " gives " +
                                to_string(Shape(std::span<const Shape::value_type>(expected))));
-  SumAxisArgs<T, typename B::memory_handle> args{detail::handle(x), detail::handle(out), outer,
-                                                 static_cast<std::size_t>(xs[static_cast<std::ptrdiff_t>(ax)]), inner};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) mutable {
-        if constexpr (requires { dev.backend().sum_axis(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().sum_axis(dev.ordinal(), args, std::move(done));
-        } else {
-          const std::size_t n = args.outer * args.axis * args.inner;
-          ops::detail::run_fallback<B>(
-              "sum", dev.backend(), dev.ordinal(),
-              {detail::staged<T>(args.x, n, true, false),
-               detail::staged<T>(args.out, args.outer * args.inner, false, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::sum_axis(detail::fallback_parallel(), reinterpret_cast<const T*>(p[0]), args.outer, args.axis,
-                               args.inner, reinterpret_cast<T*>(p[1]));
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  SumAxisArgs<T, decltype(detail::handle(x))> args{detail::handle(x), detail::handle(out), outer,
+                                                   static_cast<std::size_t>(xs[static_cast<std::ptrdiff_t>(ax)]),
+                                                   inner};
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 /// The dot product of `x` and `y` (same shape, flattened), as the result. Inside an autocast
@@ -338,32 +524,13 @@ template <concepts::Queue Q, class T, class Token = const use_future_t&>
 requires detail::is_arith<T>
 auto dot(const Q& q, const Array<T, detail::backend_of<Q>>& x, const Array<T, detail::backend_of<Q>>& y,
          Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("dot", "x", x, s.device());
   detail::check_array("dot", "y", y, s.device());
   detail::check_same_shape("dot", x, "x", y, "y");
-  auto slot = std::make_shared<xdev::detail::result_slot<T>>();
-  DotArgs<T, typename B::memory_handle> args{detail::handle(x), detail::handle(y), x.size(), nullptr,
-                                             autocast_compute_dtype(Device<B>::capability_set, dtype_of<T>)};
-  return s.template submit<T>(
-      slot,
-      [dev = s.device(), args, slot](Completion done) mutable {
-        args.result = &slot->value.emplace();
-        if constexpr (requires { dev.backend().dot(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().dot(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "dot", dev.backend(), dev.ordinal(),
-              {detail::staged<T>(args.x, args.n, true, false), detail::staged<T>(args.y, args.n, true, false)},
-              [args](std::vector<std::byte*>& p) {
-                *args.result = host::dot(detail::fallback_parallel(), reinterpret_cast<const T*>(p[0]),
-                                         reinterpret_cast<const T*>(p[1]), args.n, args.compute);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  DotArgs<T, decltype(detail::handle(x))> args{detail::handle(x), detail::handle(y), x.size(), nullptr,
+                                               autocast_compute_dtype(capabilities_of(s.device()), dtype_of<T>)};
+  return detail::submit_op_with_result<T>(s, args, std::forward<Token>(token));
 }
 
 // ---- matrix multiply -----------------------------------------------------------------------
@@ -384,7 +551,6 @@ template <concepts::Queue Q, class T, class Token = const use_future_t&>
 requires detail::is_arith<T>
 auto gemm(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
           Array<T, detail::backend_of<Q>>& c, GemmOptions<T> opt = {}, Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("gemm", "a", a, s.device());
   detail::check_array("gemm", "b", b, s.device());
@@ -404,40 +570,21 @@ auto gemm(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, d
   if (c.shape() != Shape{static_cast<std::int64_t>(m), static_cast<std::int64_t>(n)})
     detail::invalid("gemm", "c has shape " + to_string(c.shape()) + " but op(a)·op(b) is [" + std::to_string(m) + ", " +
                                 std::to_string(n) + "]");
-  GemmArgs<T, typename B::memory_handle> args{opt.trans_a,
-                                              opt.trans_b,
-                                              m,
-                                              n,
-                                              k,
-                                              opt.alpha,
-                                              detail::handle(a),
-                                              static_cast<std::size_t>(a.shape()[1]),
-                                              detail::handle(b),
-                                              static_cast<std::size_t>(b.shape()[1]),
-                                              opt.beta,
-                                              detail::handle(c),
-                                              n,
-                                              autocast_compute_dtype(Device<B>::capability_set, dtype_of<T>)};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) mutable {
-        if constexpr (requires { dev.backend().gemm(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().gemm(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "gemm", dev.backend(), dev.ordinal(),
-              {detail::staged<T>(args.a, args.m * args.k, true, false),
-               detail::staged<T>(args.b, args.k * args.n, true, false),
-               detail::staged<T>(args.c, args.m * args.n, args.beta != T(0), true)},
-              [args](std::vector<std::byte*>& p) {
-                host::gemm(detail::fallback_parallel(), args.trans_a, args.trans_b, args.m, args.n, args.k, args.alpha,
-                           reinterpret_cast<const T*>(p[0]), args.lda, reinterpret_cast<const T*>(p[1]), args.ldb,
-                           args.beta, reinterpret_cast<T*>(p[2]), args.ldc, args.compute);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  GemmArgs<T, decltype(detail::handle(a))> args{opt.trans_a,
+                                                opt.trans_b,
+                                                m,
+                                                n,
+                                                k,
+                                                opt.alpha,
+                                                detail::handle(a),
+                                                static_cast<std::size_t>(a.shape()[1]),
+                                                detail::handle(b),
+                                                static_cast<std::size_t>(b.shape()[1]),
+                                                opt.beta,
+                                                detail::handle(c),
+                                                n,
+                                                autocast_compute_dtype(capabilities_of(s.device()), dtype_of<T>)};
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 // ---- gather --------------------------------------------------------------------------------
@@ -453,7 +600,6 @@ requires(std::is_same_v<I, std::int32_t> ||
                                                       const Array<I, detail::backend_of<Q>>& index,
                                                       Array<T, detail::backend_of<Q>>& out,
                                                       Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("gather", "table", table, s.device());
   detail::check_array("gather", "index", index, s.device());
@@ -466,30 +612,12 @@ requires(std::is_same_v<I, std::int32_t> ||
     detail::invalid("gather", "out has shape " + to_string(out.shape()) + " but gathering " + to_string(index.shape()) +
                                   " rows of " + to_string(table.shape()) + " gives " + to_string(want));
   const auto rows = static_cast<std::size_t>(table.shape()[0]);
-  const bool dense = Device<B>::capability_set.uses_dense_gather(rows);
+  const bool dense = capabilities_of(s.device()).uses_dense_gather(rows);
   metrics::counter(dense ? "gather.dense" : "gather.sparse").add();
-  GatherArgs<T, I, typename B::memory_handle> args{
+  GatherArgs<T, I, decltype(detail::handle(table))> args{
       detail::handle(table), rows, static_cast<std::size_t>(table.shape()[1]), detail::handle(index), index.size(),
       detail::handle(out),   dense};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) mutable {
-        if constexpr (requires { dev.backend().gather(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().gather(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "gather", dev.backend(), dev.ordinal(),
-              {detail::staged<T>(args.table, args.rows * args.cols, true, false),
-               detail::staged<I>(args.index, args.n, true, false),
-               detail::staged<T>(args.out, args.n * args.cols, false, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::gather(detail::fallback_parallel(), reinterpret_cast<const T*>(p[0]), args.rows, args.cols,
-                             reinterpret_cast<const I*>(p[1]), args.n, reinterpret_cast<T*>(p[2]), args.dense);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 // ---- random numbers ------------------------------------------------------------------------
@@ -508,34 +636,17 @@ namespace detail {
 template <class Q, class T, class Token>
 auto rng(const char* name, const Q& q, Array<T, backend_of<Q>>& out, bool normal, T mean, T stddev, RngOptions opt,
          Token&& token) {
-  using B = backend_of<Q>;
   const auto& s = stream_of(q);
   check_array(name, "out", out, s.device());
   if (normal && !(stddev >= T(0))) invalid(name, "stddev " + std::to_string(stddev) + " is not >= 0");
   if (!opt.seed && opt.offset != 0)
     invalid(name, "RngOptions::offset=" + std::to_string(opt.offset) +
                       " needs RngOptions::seed (without a seed the device's own stream position is used)");
-  const RngAlgorithm alg = opt.algorithm.value_or(Device<B>::capability_set.rng_default);
+  const RngAlgorithm alg = opt.algorithm.value_or(capabilities_of(s.device()).rng_default);
   const std::uint64_t raw = random::raw_outputs_per_value<T> * out.size();
   const auto [seed, offset] = opt.seed ? std::pair{*opt.seed, opt.offset} : s.device().generator().reserve(raw);
-  RngArgs<T, typename B::memory_handle> args{handle(out), out.size(), alg, seed, offset, normal, mean, stddev};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args, name](Completion done) mutable {
-        (void)name;  // used only by the fallback branch
-        if constexpr (requires { dev.backend().rng(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().rng(dev.ordinal(), args, std::move(done));
-        } else {
-          run_fallback<B>(
-              name, dev.backend(), dev.ordinal(), {staged<T>(args.out, args.n, false, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::rng(fallback_parallel(), reinterpret_cast<T*>(p[0]), args.n, args.algorithm, args.seed,
-                          args.offset, args.normal, args.mean, args.stddev);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  RngArgs<T, decltype(handle(out))> args{handle(out), out.size(), alg, seed, offset, normal, mean, stddev};
+  return submit_op(s, args, std::forward<Token>(token));
 }
 }  // namespace detail
 
@@ -560,29 +671,12 @@ auto rng_normal(const Q& q, Array<T, detail::backend_of<Q>>& out, std::type_iden
 template <concepts::Queue Q, class S, class D, class Token = const use_future_t&>
 auto convert(const Q& q, const Array<S, detail::backend_of<Q>>& src, Array<D, detail::backend_of<Q>>& dst,
              Token&& token = use_future) {
-  using B = detail::backend_of<Q>;
   const auto& s = detail::stream_of(q);
   detail::check_array("convert", "src", src, s.device());
   detail::check_array("convert", "dst", dst, s.device());
   detail::check_same_shape("convert", src, "src", dst, "dst");
-  ConvertArgs<S, D, typename B::memory_handle> args{detail::handle(src), detail::handle(dst), src.size()};
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) mutable {
-        if constexpr (requires { dev.backend().convert(dev.ordinal(), args, std::move(done)); }) {
-          dev.backend().convert(dev.ordinal(), args, std::move(done));
-        } else {
-          ops::detail::run_fallback<B>(
-              "convert", dev.backend(), dev.ordinal(),
-              {detail::staged<S>(args.src, args.n, true, false), detail::staged<D>(args.dst, args.n, false, true)},
-              [args](std::vector<std::byte*>& p) {
-                host::convert(detail::fallback_parallel(), reinterpret_cast<const S*>(p[0]), reinterpret_cast<D*>(p[1]),
-                              args.n);
-              },
-              std::move(done));
-        }
-      },
-      std::forward<Token>(token));
+  ConvertArgs<S, D, decltype(detail::handle(src))> args{detail::handle(src), detail::handle(dst), src.size()};
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 }  // namespace ops

@@ -7,6 +7,7 @@
 #include <xdev/core/shape.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/memory/array.hpp>
+#include <xdev/ops/ops.hpp>
 
 #include <gtest/gtest.h>
 
@@ -22,26 +23,28 @@
 
 namespace xdev::testing {
 
-/// A new array of `shape` on `dev` holding `values` (row-major), copied there before it returns
-/// (an empty array is not copied, so no zero-byte transfer reaches the backend). Blocks: for test
-/// code, not for hot paths.
+/// A new array of `shape` on `dev` (a `Device<B>`, giving an `Array<T, B>`, or an `AnyDevice`,
+/// giving an `AnyArray<T>`) holding `values` (row-major), copied there before it returns (an empty
+/// array is not copied, so no zero-byte transfer reaches the backend). Blocks: for test code, not
+/// for hot paths.
 /// \throws xdev::error `errc::invalid_argument` when `values` does not hold `shape.numel()` elements,
 /// and what the allocation and the transfer throw.
-template <class T, class B>
-Array<T, B> to_device(const Device<B>& dev, Shape shape, std::span<const T> values) {
-  auto a = Array<T, B>(dev.template allocate<T>(values.size()), shape);
+template <class T, concepts::DeviceHandle D>
+Array<T, typename D::backend_type> to_device(const D& dev, Shape shape, std::span<const T> values) {
+  auto a = Array<T, typename D::backend_type>(dev.template allocate<T>(values.size()), shape);
   if (!values.empty()) dev.copy_to_device(values, a.buffer()).get();
   return a;
 }
 
 /// `to_device` from a vector.
-template <class T, class B>
-Array<T, B> to_device(const Device<B>& dev, Shape shape, const std::vector<T>& values) {
+template <class T, concepts::DeviceHandle D>
+Array<T, typename D::backend_type> to_device(const D& dev, Shape shape, const std::vector<T>& values) {
   return to_device(dev, shape, std::span<const T>(values));
 }
 
-/// The elements of `a`, copied to the host after the work submitted before on the default stream
-/// of `a`'s device (an empty array gives an empty vector without a transfer).
+/// The elements of `a` (an `Array<T, B>` or an `AnyArray<T>`), copied to the host after the work
+/// submitted before on the default stream of `a`'s device (an empty array gives an empty vector
+/// without a transfer).
 template <class T, class B>
 std::vector<T> to_host(const Array<T, B>& a) {
   std::vector<T> out(a.size());

@@ -17,6 +17,20 @@
 ///       }
 ///     };
 ///
+/// A target may instead give erased devices, for device types only known at run time (plugins) or
+/// to run a suite through `xdev::AnyDevice`: `static std::vector<xdev::AnyDevice>
+/// devices(std::string& why_unavailable);` in place of `backend` and `runtime` (an empty vector,
+/// with the reason set, when unavailable). `this->device()` is then an `AnyDevice`:
+///
+///     struct AnySimTarget {
+///       static std::string name() { return "ANYSIM"; }
+///       static std::vector<xdev::AnyDevice> devices(std::string& why_unavailable) {
+///         auto* rt = SimTarget::runtime(why_unavailable);
+///         if (rt == nullptr) return {};
+///         return {rt->device(0), rt->device(1)};
+///       }
+///     };
+///
 /// A suite is written once and instantiated for a list of targets; test names read
 /// `Suite/TARGET.Test` (`Ops/HOST.Gemm`):
 ///
@@ -37,6 +51,7 @@
 /// Only test code includes this header (it includes <gtest/gtest.h>); nothing else in xdev does.
 #pragma once
 
+#include <xdev/any/any_device.hpp>
 #include <xdev/backend/concepts.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/core/dtype.hpp>
@@ -79,6 +94,15 @@ concept DeviceTestTarget = requires(std::string& why) {
   { T::runtime(why) } -> std::same_as<Runtime<typename T::backend>*>;
 } && Backend<typename T::backend>;
 
+/// A device test target giving erased devices: `static std::string name();` (as above) and
+/// `static std::vector<xdev::AnyDevice> devices(std::string& why_unavailable);` (the devices to
+/// test, in order, or an empty vector with the reason set when they are unavailable here).
+template <class T>
+concept AnyDeviceTestTarget = requires(std::string& why) {
+  { T::name() } -> std::convertible_to<std::string>;
+  { T::devices(why) } -> std::same_as<std::vector<AnyDevice>>;
+};
+
 // clang-format on
 
 }  // namespace xdev::concepts
@@ -101,6 +125,17 @@ struct HostTarget {
   static Runtime<backends::Host>* runtime(std::string& /*why_unavailable*/) {
     static Runtime<backends::Host> rt({}, backends::Host::Options{.devices = 2});
     return &rt;
+  }
+};
+
+/// The host backend's 2 devices as `AnyDevice`s, a target named "ANYHOST" (its own runtime, not
+/// `HostTarget`'s): runs a suite through the erased path. Always available.
+struct AnyHostTarget {
+  static std::string name() { return "ANYHOST"; }
+  /// \throws xdev::error as `Runtime` (a malformed `XDEV_MAX_INFLIGHT`), which fails the test.
+  static std::vector<AnyDevice> devices(std::string& /*why_unavailable*/) {
+    static Runtime<backends::Host> rt({}, backends::Host::Options{.devices = 2});
+    return {rt.device(0), rt.device(1)};
   }
 };
 
@@ -139,6 +174,16 @@ inline void register_target(const std::string& name, const char* type_name) {
   std::lock_guard lk(r.m);
   r.names[name].insert(type_name);
 }
+
+// The backend of a typed target; `erased_backend` for one that gives AnyDevices.
+template <class Target, bool Erased>
+struct target_backend {
+  using type = xdev::detail::erased_backend;
+};
+template <class Target>
+struct target_backend<Target, false> {
+  using type = typename Target::backend;
+};
 
 inline bool is_name_char(char c) noexcept {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
@@ -256,28 +301,50 @@ struct TargetNames {
 /// `DeviceTest<Target>::SetUp()` first and returns when `IsSkipped() || HasFatalFailure()`.
 template <class Target>
 class DeviceTest : public ::testing::Test {
-  static_assert(concepts::DeviceTestTarget<Target>,
-                "xdev::testing::DeviceTest<Target>: Target must have `using backend = B;` (an xdev backend), "
-                "`static std::string name();` and `static xdev::Runtime<B>* runtime(std::string& why_unavailable);`");
+  static_assert(concepts::DeviceTestTarget<Target> || concepts::AnyDeviceTestTarget<Target>,
+                "xdev::testing::DeviceTest<Target>: Target must have `static std::string name();` and either "
+                "`using backend = B;` (an xdev backend) with `static xdev::Runtime<B>* runtime(std::string& "
+                "why_unavailable);`, or `static std::vector<xdev::AnyDevice> devices(std::string& why_unavailable);`");
 
  public:
   using target = Target;
-  using backend = typename Target::backend;
+  /// True for a target that gives `AnyDevice`s (`concepts::AnyDeviceTestTarget`).
+  static constexpr bool erased = concepts::AnyDeviceTestTarget<Target> && !concepts::DeviceTestTarget<Target>;
+  /// The target's backend; `xdev::detail::erased_backend` for a target that gives `AnyDevice`s.
+  using backend = typename detail::target_backend<Target, erased>::type;
+  /// `Device<backend>`, or `AnyDevice` for a target that gives `AnyDevice`s.
+  using device_type = std::conditional_t<erased, AnyDevice, Device<backend>>;
 
-  /// Device `i` of the target's runtime (call `require_devices(i + 1)` first for `i > 0`).
-  /// \throws xdev::error `errc::not_found` when the runtime has no device `i`.
-  [[nodiscard]] Device<backend> device(std::size_t i = 0) const { return runtime_->device(i); }
-  [[nodiscard]] Runtime<backend>& runtime() const noexcept { return *runtime_; }
-  [[nodiscard]] std::size_t device_count() const noexcept { return runtime_->device_count(); }
+  /// Device `i` of the target (call `require_devices(i + 1)` first for `i > 0`).
+  /// \throws xdev::error `errc::not_found` when the target has no device `i`.
+  [[nodiscard]] device_type device(std::size_t i = 0) const {
+    if constexpr (erased) {
+      if (i >= devices_.size())
+        throw error(errc::not_found, "device " + std::to_string(i) + " of device test target " + Target::name() +
+                                         " does not exist; it has " + std::to_string(devices_.size()) + " device(s)");
+      return devices_[i];
+    } else {
+      return runtime_->device(i);
+    }
+  }
+  /// The target's runtime (typed targets only).
+  [[nodiscard]] Runtime<backend>& runtime() const noexcept requires(!erased) { return *runtime_; }
+  [[nodiscard]] std::size_t device_count() const noexcept {
+    if constexpr (erased)
+      return devices_.size();
+    else
+      return runtime_->device_count();
+  }
 
-  /// True when the target's devices support dtype `t` (their `CapabilitySet`); otherwise marks the
-  /// test skipped with the reason and returns false: return from the test at once.
+  /// True when the target's devices support dtype `t` (`xdev::capabilities_of` its first device);
+  /// otherwise marks the test skipped with the reason and returns false: return from the test at once.
   ///
   ///     if (!this->require_dtype(xdev::DType::f64)) return;
   [[nodiscard]] bool require_dtype(DType t) {
-    if (Device<backend>::capability_set.supports(t)) return true;
+    const CapabilitySet caps = capabilities_of(device());
+    if (caps.supports(t)) return true;
     return skip(Target::name() + " does not support dtype " + std::string(name_of(t)) +
-                " (its capabilities: " + to_string(Device<backend>::capability_set) + ")");
+                " (its capabilities: " + to_string(caps) + ")");
   }
 
   /// True when the runtime has at least `n` devices; otherwise skips (see `require_dtype`).
@@ -294,7 +361,9 @@ class DeviceTest : public ::testing::Test {
   /// `xdev::parallel_for` needs); otherwise skips (see `require_dtype`). Code calling
   /// `parallel_for` must still sit in `if constexpr (xdev::concepts::LaunchableBackend<B>)`.
   [[nodiscard]] bool require_launchable() {
-    if constexpr (concepts::LaunchableBackend<backend>) {
+    if constexpr (erased) {
+      return skip(Target::name() + " gives AnyDevices, and xdev::parallel_for takes typed devices only");
+    } else if constexpr (concepts::LaunchableBackend<backend>) {
       return true;
     } else {
       return skip(Target::name() + " is not a LaunchableBackend: it has no `launch` member, so it cannot run " +
@@ -307,35 +376,49 @@ class DeviceTest : public ::testing::Test {
     const std::string name = Target::name();
     if (auto problem = name_problem(name)) FAIL() << *problem;
     std::string why;
-    try {
-      runtime_ = Target::runtime(why);
-    } catch (const std::exception& e) {
-      runtime_ = nullptr;
-      FAIL() << "creating the runtime of device test target " << name << " failed: " << e.what();
-    }
-    if (runtime_ != nullptr && runtime_->device_count() == 0) {
-      why = name + " has no devices";
-      runtime_ = nullptr;
+    if constexpr (erased) {
+      try {
+        devices_ = Target::devices(why);
+      } catch (const std::exception& e) {
+        devices_.clear();
+        FAIL() << "getting the devices of device test target " << name << " failed: " << e.what();
+      }
+      if (std::any_of(devices_.begin(), devices_.end(), [](const AnyDevice& d) { return !d.valid(); })) {
+        devices_.clear();
+        FAIL() << "device test target " << name << " gave an empty AnyDevice";
+      }
+      if (devices_.empty() && why.empty()) why = name + " has no devices";
+    } else {
+      try {
+        runtime_ = Target::runtime(why);
+      } catch (const std::exception& e) {
+        runtime_ = nullptr;
+        FAIL() << "creating the runtime of device test target " << name << " failed: " << e.what();
+      }
+      if (runtime_ != nullptr && runtime_->device_count() == 0) {
+        why = name + " has no devices";
+        runtime_ = nullptr;
+      }
     }
     const auto env = getenv_string(test_devices_variable);
-    const auto d = availability_decision(name, runtime_ != nullptr, why,
-                                         env ? std::optional<std::string_view>(*env) : std::nullopt);
+    const auto d =
+        availability_decision(name, available(), why, env ? std::optional<std::string_view>(*env) : std::nullopt);
     switch (d.action) {
       case Action::run:
         return;
       case Action::skip:
-        runtime_ = nullptr;
+        forget();
         GTEST_SKIP() << d.message;
       case Action::fail:
-        runtime_ = nullptr;
+        forget();
         FAIL() << d.message;
     }
   }
 
   void TearDown() override {
-    if (runtime_ == nullptr) return;
-    for (std::size_t i = 0; i < runtime_->device_count(); ++i) {
-      const auto dev = runtime_->device(i);
+    if (!available()) return;
+    for (std::size_t i = 0; i < device_count(); ++i) {
+      const auto dev = device(i);
       // Each call waits for the device's work and raises (and forgets) its oldest kept error.
       for (bool clean = false; !clean;) {
         try {
@@ -366,7 +449,19 @@ class DeviceTest : public ::testing::Test {
     return std::nullopt;
   }
 
-  Runtime<backend>* runtime_ = nullptr;
+  bool available() const noexcept {
+    if constexpr (erased)
+      return !devices_.empty();
+    else
+      return runtime_ != nullptr;
+  }
+  void forget() noexcept {
+    runtime_ = nullptr;
+    devices_.clear();
+  }
+
+  Runtime<backend>* runtime_ = nullptr;  // typed targets
+  std::vector<AnyDevice> devices_;       // targets that give AnyDevices
 };
 
 }  // namespace xdev::testing
@@ -387,7 +482,8 @@ class DeviceTest : public ::testing::Test {
   TYPED_TEST_SUITE(Fixture, Fixture##XdevTargetList, ::xdev::testing::TargetNames)
 
 /// Defines test `Name` of device test suite `Suite`. In the body, `TypeParam` is the target,
-/// `typename TestFixture::backend` its backend, and `this->device()` its first device.
+/// `typename TestFixture::backend` its backend (`xdev::detail::erased_backend` when it gives
+/// `AnyDevice`s, then `TestFixture::erased` is true), and `this->device()` its first device.
 #define XDEV_DEVICE_TEST(Suite, Name) TYPED_TEST(Suite, Name)
 
 /// Declares a *reusable* device test suite `Suite` (GoogleTest's type-parameterized tests): its

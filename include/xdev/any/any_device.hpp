@@ -1,0 +1,536 @@
+/// \file
+/// `xdev::AnyDevice`: one device of any backend, chosen at run time. With it: `xdev::AnyStream`,
+/// `xdev::AnyBuffer<T>` and `xdev::AnyArray<T>`. See docs/any-device.md.
+///
+/// An `AnyDevice` is made from any `Device<B>`. It keeps the device's execution queue, so work
+/// submitted through it takes the same path as typed work (in-flight bound, stream order, every
+/// completion token, kept errors raised by `synchronize()`); only the start of each operation on
+/// the backend goes through one virtual call. The portable ops (`xdev::ops::fill(any_dev,
+/// any_array, 1.0f)`, ...) take `AnyDevice`, `AnyStream` and `AnyArray<T>` through the same
+/// functions as typed handles, with the same checks and the same dispatch (member, `implements`
+/// hook, CPU fallback). `xdev::parallel_for` takes only typed devices.
+///
+///     xdev::Runtime<xdev::backends::Host> host;
+///     xdev::AnyDevice dev = host.device(0);                  // prints as "HOST:0"
+///     auto x = xdev::empty<float>(dev, {1024});                 // xdev::AnyArray<float>
+///     xdev::ops::fill(dev, x, 1.0f).get();
+///     float s = xdev::ops::sum(dev, x).get();
+#pragma once
+
+#include <xdev/any/detail/model.hpp>
+#include <xdev/async/detail/op_chain.hpp>
+#include <xdev/async/device_queue.hpp>
+#include <xdev/async/event.hpp>
+#include <xdev/async/submit.hpp>
+#include <xdev/async/use_future.hpp>
+#include <xdev/backend/completion.hpp>
+#include <xdev/backend/concepts.hpp>
+#include <xdev/core/dtype.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/core/shape.hpp>
+#include <xdev/device/device.hpp>
+#include <xdev/fwd.hpp>
+#include <xdev/memory/allocator.hpp>
+#include <xdev/memory/array.hpp>
+#include <xdev/memory/buffer.hpp>
+#include <xdev/ops/op_args.hpp>
+#include <xdev/ops/ops.hpp>
+#include <xdev/policy/capability_set.hpp>
+#include <xdev/random/generator.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+namespace xdev {
+
+/// Device memory for `size()` elements of `T` on an `AnyDevice` (`Buffer<T, detail::erased_backend>`).
+template <class T>
+using AnyBuffer = Buffer<T, detail::erased_backend>;
+
+/// A dense row-major array on an `AnyDevice` (`Array<T, detail::erased_backend>`): what the
+/// portable ops take with an `AnyDevice` or `AnyStream` queue.
+template <class T>
+using AnyArray = Array<T, detail::erased_backend>;
+
+/// One device of any backend: a shared pointer to an erased model of a `Device<B>`. Copying it
+/// copies that pointer. Two `AnyDevice`s are equal when they name the same device of the same
+/// runtime, even when erased separately (and an `AnyDevice` equals the `Device<B>` it was made
+/// from); `std::hash<AnyDevice>` agrees with `std::hash<Device<B>>`. Prints as its `name()`.
+///
+///     std::vector<xdev::AnyDevice> devices{host.device(0), sim.device(0)};   // mixed backends
+///     for (const auto& d : devices) std::cout << d << ' ' << d.capability_set() << '\n';
+///
+/// Lifetime: made from a `Device<B>` alone, the `Runtime<B>` must outlive the `AnyDevice`, its
+/// arrays, streams and pending work (as for `Device<B>`). Made with an `owner`, the owner is kept
+/// alive as long as any copy, any array or stream made through it, or any operation submitted
+/// through it is alive (a plugin registry passes the runtime and the loaded library there). The
+/// owner may be released on a backend thread, when the last such operation completes.
+///
+/// A default-constructed `AnyDevice` names no device: `valid()` is false, `name()` is empty, and
+/// every operation throws `errc::invalid_argument`.
+class AnyDevice {
+ public:
+  /// Not a backend: the tag `AnyArray<T>` and `AnyBuffer<T>` are made of.
+  using backend_type = detail::erased_backend;
+
+  AnyDevice() noexcept = default;
+
+  /// Erases `dev` (an invalid `dev` gives an invalid `AnyDevice`), keeping `owner` alive as
+  /// described above (null: nothing to keep; the runtime must outlive every use).
+  /// Fails to compile, saying so, when `B::memory_handle` is larger than 16 bytes or not trivially
+  /// copyable.
+  template <class B>
+  AnyDevice(Device<B> dev, std::shared_ptr<void> owner = nullptr)  // NOLINT(google-explicit-constructor): erasure
+  {
+    static_assert(std::is_trivially_copyable_v<typename B::memory_handle>,
+                  "xdev::AnyDevice: the backend's memory_handle must be trivially copyable to be erased");
+    static_assert(sizeof(typename B::memory_handle) <= detail::erased_handle::capacity,
+                  "xdev::AnyDevice: the backend's memory_handle is larger than 16 bytes and cannot be erased; "
+                  "use a handle of at most 16 bytes (a pointer, an index, a pointer and an offset)");
+    if (dev.valid()) model_ = std::make_shared<const detail::DeviceModel<B>>(dev, std::move(owner));
+  }
+
+  /// False for a default-constructed handle that names no device.
+  [[nodiscard]] bool valid() const noexcept { return model_ != nullptr; }
+  /// "NAME:ordinal", e.g. "HOST:0" (the backend's run-time name); empty when `!valid()`.
+  [[nodiscard]] const std::string& name() const noexcept { return valid() ? model_->identity.name : no_name(); }
+  /// The device type's name, e.g. "HOST"; empty when `!valid()`.
+  [[nodiscard]] std::string_view type_name() const noexcept {
+    return valid() ? std::string_view(model_->identity.type_name) : std::string_view();
+  }
+  [[nodiscard]] std::size_t ordinal() const noexcept { return valid() ? model_->identity.ordinal : 0; }
+  /// The capabilities in force (the backend's run-time set; defaults when `!valid()`).
+  [[nodiscard]] CapabilitySet capability_set() const noexcept {
+    return valid() ? model_->identity.capabilities : CapabilitySet{};
+  }
+  /// True when both handles belong to the same runtime (a copy between them is possible).
+  [[nodiscard]] bool same_runtime(const AnyDevice& o) const noexcept {
+    return valid() && o.valid() && model_->identity.runtime == o.model_->identity.runtime;
+  }
+  /// What this handle keeps alive (null when made without an owner).
+  [[nodiscard]] const std::shared_ptr<void>& owner() const noexcept {
+    static const std::shared_ptr<void> none;
+    return valid() ? model_->owner : none;
+  }
+  /// The typed device inside when its backend is `B`, else null (like `std::function::target`).
+  template <class B>
+  [[nodiscard]] const Device<B>* target() const noexcept {
+    return valid() ? static_cast<const Device<B>*>(model_->target(typeid(B))) : nullptr;
+  }
+
+  // Memory
+
+  /// Allocates device memory for `count` elements of `T` (contents unspecified) through the
+  /// device's caching allocator.
+  /// \throws xdev::error `errc::out_of_memory` naming the device, the request and the limit.
+  template <class T>
+  [[nodiscard]] AnyBuffer<T> allocate(std::size_t count) const;
+
+  [[nodiscard]] MemoryStats memory_stats() const { return model().memory_stats(); }
+  /// Sets the peak statistic to the bytes in use now.
+  void reset_peak_memory_stats() const { model().reset_peak_memory_stats(); }
+  /// Sets (or with `std::nullopt` clears) the bytes this device may have in use.
+  void set_memory_limit(std::optional<std::size_t> bytes) const { model().set_memory_limit(bytes); }
+  /// Returns cached free blocks to the backend.
+  void release_cached_memory() const { model().release_cached_memory(); }
+
+  // Random numbers
+
+  /// Restarts the device's default random stream at `seed`, offset 0.
+  void manual_seed(std::uint64_t seed) const { model().generator().manual_seed(seed); }
+  /// The device's default random stream position.
+  [[nodiscard]] random::GeneratorState& generator() const { return model().generator(); }
+
+  // Execution
+
+  /// The device's default stream (the one the typed device uses too).
+  [[nodiscard]] AnyStream default_stream() const;
+  /// A new stream: in order within itself, free to overlap with other streams.
+  [[nodiscard]] AnyStream make_stream() const;
+
+  /// `default_stream().execute(f, token)`.
+  template <class F, class Token = const use_future_t&>
+  auto execute(F&& f, Token&& token = use_future) const;
+  /// `default_stream().copy_to_device(src, dst, token)` (host→device).
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_device(std::span<const T> src, AnyBuffer<T>& dst, Token&& token = use_future) const;
+  /// As above, into an array's buffer.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_device(std::span<const T> src, AnyArray<T>& dst, Token&& token = use_future) const;
+  /// `default_stream().copy_to_host(src, dst, token)` (device→host).
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const AnyBuffer<T>& src, std::span<T> dst, Token&& token = use_future) const;
+  /// As above, from an array's buffer.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const AnyArray<T>& src, std::span<T> dst, Token&& token = use_future) const;
+  /// `default_stream().copy(src, dst, token)` (device→device, within one runtime).
+  template <class T, class Token = const use_future_t&>
+  auto copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token = use_future) const;
+
+  /// Waits for all work submitted to the device, through any handle and on any stream, then
+  /// raises the oldest error that no future or handler received.
+  void synchronize() const { queue()->synchronize(); }
+  /// The in-flight bound in force.
+  [[nodiscard]] std::size_t max_inflight() const { return queue()->throttle().limit(); }
+  [[nodiscard]] ExecutionStats execution_stats() const { return queue()->stats(); }
+  /// The device's execution state, shared with its typed handle (for xdev's own layers).
+  /// \throws xdev::error `errc::invalid_argument` when `!valid()`.
+  [[nodiscard]] const std::shared_ptr<DeviceQueue>& queue() const { return model().identity.queue; }
+
+  /// The erased model (for xdev's own layers).
+  /// \throws xdev::error `errc::invalid_argument` when `!valid()`.
+  [[nodiscard]] const detail::AnyDeviceModel& model() const {
+    if (!valid()) throw error(errc::invalid_argument, "the AnyDevice is empty: it names no device");
+    return *model_;
+  }
+
+  /// `done`, made to keep this device's owner alive until the backend has called and dropped it
+  /// (for xdev's own layers: every completion handed to the backend goes through it).
+  [[nodiscard]] Completion keep_alive(Completion done) const {
+    if (!valid() || !model_->owner) return done;
+    return [model = model_, done = std::move(done)](std::exception_ptr ep) mutable { done(std::move(ep)); };
+  }
+
+  /// A hash combining runtime and ordinal: `std::hash<Device<B>>` of the typed device.
+  [[nodiscard]] std::size_t hash() const noexcept {
+    const std::size_t h = std::hash<const void*>{}(valid() ? model_->identity.runtime : nullptr);
+    return h ^ (std::hash<std::size_t>{}(ordinal()) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
+  }
+
+  friend bool operator==(const AnyDevice& a, const AnyDevice& b) noexcept {
+    if (!a.valid() || !b.valid()) return a.valid() == b.valid();
+    return a.model_->identity.runtime == b.model_->identity.runtime && a.ordinal() == b.ordinal();
+  }
+  /// True when `a` erases `d` (or a device equal to it).
+  template <class B>
+  friend bool operator==(const AnyDevice& a, const Device<B>& d) noexcept {
+    if (!a.valid() || !d.valid()) return a.valid() == d.valid();
+    return a.model_->identity.runtime == static_cast<const void*>(&d.runtime()) && a.ordinal() == d.ordinal();
+  }
+  /// `name()`, or "(no device)" when `!valid()`.
+  friend std::ostream& operator<<(std::ostream& os, const AnyDevice& d) {
+    return os << (d.valid() ? d.name() : std::string("(no device)"));
+  }
+
+ private:
+  static const std::string& no_name() noexcept {
+    static const std::string empty;
+    return empty;
+  }
+
+  std::shared_ptr<const detail::AnyDeviceModel> model_;
+};
+
+/// The capabilities in force on `dev` (as `dev.capability_set()`).
+[[nodiscard]] inline CapabilitySet capabilities_of(const AnyDevice& dev) noexcept {
+  return dev.capability_set();
+}
+
+/// Device memory on an `AnyDevice`: the erased form of `Buffer<T, B>`, with the same contract
+/// (owned, move-only; destroying it returns the memory to the device's allocator at once). Holds
+/// its device, so it keeps the device's owner alive.
+template <class T>
+class Buffer<T, detail::erased_backend> {
+  static_assert(std::is_trivially_copyable_v<T>, "xdev::AnyBuffer<T>: T must be trivially copyable");
+
+ public:
+  using value_type = T;
+  using backend_type = detail::erased_backend;
+  using handle_type = detail::erased_handle;
+
+  Buffer() noexcept = default;
+  Buffer(Buffer&& o) noexcept
+      : device_(std::exchange(o.device_, AnyDevice{})),
+        handle_(std::exchange(o.handle_, handle_type{})),
+        size_(std::exchange(o.size_, 0)) {}
+  Buffer& operator=(Buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      device_ = std::exchange(o.device_, AnyDevice{});
+      handle_ = std::exchange(o.handle_, handle_type{});
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  /// Number of elements.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// The device that owns the memory.
+  [[nodiscard]] const AnyDevice& device() const noexcept { return device_; }
+  /// The backend's handle, erased.
+  [[nodiscard]] handle_type native_handle() const noexcept { return handle_; }
+
+  /// Frees the memory now; the buffer becomes empty.
+  void reset() noexcept {
+    if (size_ != 0) device_.model().deallocate(handle_, size_bytes());
+    handle_ = handle_type{};
+    size_ = 0;
+  }
+
+ private:
+  friend class AnyDevice;
+  Buffer(AnyDevice d, handle_type h, std::size_t n) noexcept : device_(std::move(d)), handle_(h), size_(n) {}
+
+  AnyDevice device_;
+  handle_type handle_{};
+  std::size_t size_ = 0;
+};
+
+/// A dense row-major array on an `AnyDevice`: the erased form of `Array<T, B>`, with the same
+/// members. Move-only.
+///
+///     xdev::AnyArray<float> a = xdev::empty<float>(any_dev, {128, 64});
+template <class T>
+class Array<T, detail::erased_backend> {
+ public:
+  using value_type = T;
+  using backend_type = detail::erased_backend;
+
+  Array() = default;
+  /// \throws xdev::error `errc::invalid_argument` when the buffer does not hold `shape.numel()` elements.
+  Array(AnyBuffer<T> buffer, Shape shape) : buffer_(std::move(buffer)), shape_(shape) {
+    if (static_cast<std::size_t>(shape_.numel()) != buffer_.size())
+      throw error(errc::invalid_argument, "array of shape " + to_string(shape_) + " needs " +
+                                              std::to_string(shape_.numel()) + " elements, but the buffer holds " +
+                                              std::to_string(buffer_.size()));
+  }
+
+  [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
+  [[nodiscard]] std::size_t rank() const noexcept { return shape_.rank(); }
+  [[nodiscard]] std::size_t size() const noexcept { return buffer_.size(); }
+  [[nodiscard]] const AnyDevice& device() const noexcept { return buffer_.device(); }
+  [[nodiscard]] AnyBuffer<T>& buffer() noexcept { return buffer_; }
+  [[nodiscard]] const AnyBuffer<T>& buffer() const noexcept { return buffer_; }
+
+  /// Reinterprets the same elements with another shape of the same element count.
+  /// \throws xdev::error `errc::invalid_argument` naming both shapes when the counts differ.
+  Array reshaped(Shape shape) && {
+    if (shape.numel() != shape_.numel())
+      throw error(errc::invalid_argument,
+                  "cannot reshape " + to_string(shape_) + " to " + to_string(shape) + ": element counts differ");
+    return Array(std::move(buffer_), shape);
+  }
+
+ private:
+  AnyBuffer<T> buffer_;
+  Shape shape_;
+};
+
+/// A new array of `shape` on `dev`, contents unspecified.
+/// \throws xdev::error `errc::out_of_memory` as `AnyDevice::allocate`.
+template <class T>
+AnyArray<T> empty(const AnyDevice& dev, Shape shape) {
+  return AnyArray<T>(dev.template allocate<T>(static_cast<std::size_t>(shape.numel())), shape);
+}
+
+/// In-order work on an `AnyDevice`: the erased form of `Stream<B>`, with the same members and
+/// rules (see <xdev/async/stream.hpp>). Copies share the same queue.
+class AnyStream {
+ public:
+  using backend_type = detail::erased_backend;
+
+  AnyStream(AnyDevice device, std::shared_ptr<detail::OpChain> chain)
+      : device_(std::move(device)), chain_(std::move(chain)) {}
+
+  [[nodiscard]] const AnyDevice& device() const noexcept { return device_; }
+
+  /// Runs `f()` on the device after the work before it; completes with its result
+  /// (`void(std::exception_ptr, R)`, or `void(std::exception_ptr)` when `f` returns void).
+  template <class F, class Token = const use_future_t&>
+  auto execute(F&& f, Token&& token = use_future) const {
+    using R = std::invoke_result_t<std::decay_t<F>&>;
+    static_assert(std::is_void_v<R> || std::is_default_constructible_v<R>,
+                  "xdev::AnyStream::execute: the result of f must be void or default-constructible");
+    std::shared_ptr<detail::result_slot<R>> slot;
+    if constexpr (!std::is_void_v<R>) slot = std::make_shared<detail::result_slot<R>>();
+    auto launch = [dev = device_, slot, f = std::forward<F>(f)](Completion done) mutable {
+      dev.model().execute(HostTask([slot, f = std::move(f)]() mutable {
+                            detail::async_scope scope;
+                            if constexpr (std::is_void_v<R>)
+                              f();
+                            else
+                              slot->value.emplace(f());
+                          }),
+                          dev.keep_alive(std::move(done)));
+    };
+    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
+  }
+
+  /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
+  /// \throws xdev::error `errc::invalid_argument` when they differ or `dst` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_device(std::span<const T> src, AnyBuffer<T>& dst, Token&& token = use_future) const {
+    check_same_device(dst.device(), "copy_to_device: destination");
+    check_sizes("copy_to_device", src.size(), dst.size());
+    auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), n = dst.size_bytes()](Completion done) {
+      dev.model().copy_to_device(src, h, 0, n, dev.keep_alive(std::move(done)));
+    };
+    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+  }
+
+  /// Copies `src` into host memory `dst` (device→host). Sizes must match.
+  /// \throws xdev::error `errc::invalid_argument` when they differ or `src` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const AnyBuffer<T>& src, std::span<T> dst, Token&& token = use_future) const {
+    check_same_device(src.device(), "copy_to_host: source");
+    check_sizes("copy_to_host", src.size(), dst.size());
+    auto launch = [dev = device_, h = src.native_handle(), dst = dst.data(), n = src.size_bytes()](Completion done) {
+      dev.model().copy_to_host(h, 0, dst, n, dev.keep_alive(std::move(done)));
+    };
+    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+  }
+
+  /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
+  /// but one of them must be on this stream's device. Sizes must match.
+  /// \throws xdev::error `errc::invalid_argument` naming the devices when neither is on this
+  /// stream's device, or when they belong to different runtimes (or backends).
+  template <class T, class Token = const use_future_t&>
+  auto copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token = use_future) const {
+    if (src.device() != device_ && dst.device() != device_)
+      throw error(errc::invalid_argument, "copy: neither source (" + describe(src.device()) + ") nor destination (" +
+                                              describe(dst.device()) + ") is on this stream's device " +
+                                              device_.name());
+    if (!src.device().same_runtime(dst.device()))
+      throw error(errc::invalid_argument, "copy: source (" + describe(src.device()) + ") and destination (" +
+                                              describe(dst.device()) +
+                                              ") belong to different runtimes; a copy between devices of two "
+                                              "runtimes or backends is not supported");
+    check_sizes("copy", src.size(), dst.size());
+    auto launch = [dev = device_, s = src.device().ordinal(), sh = src.native_handle(), d = dst.device().ordinal(),
+                   dh = dst.native_handle(), n = src.size_bytes()](Completion done) {
+      dev.model().copy_between(s, sh, 0, d, dh, 0, n, dev.keep_alive(std::move(done)));
+    };
+    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+  }
+
+  /// An event that becomes ready when all work submitted to this stream so far has completed.
+  [[nodiscard]] Event record() const {
+    Event e = Event::pending();
+    detail::enqueue_marker(*device_.queue(), chain_, [e](Completion done) {
+      e.set();
+      done(nullptr);
+    });
+    return e;
+  }
+
+  /// Work submitted to this stream after this call starts only once `e` is ready.
+  void wait(const Event& e) const {
+    detail::enqueue_marker(*device_.queue(), chain_,
+                           [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
+  }
+
+  /// Submits an operation built by an op implementation (as `Stream<B>::submit`; used by `xdev::ops`).
+  template <class R, class Launch, class Token>
+  auto submit(std::shared_ptr<detail::result_slot<R>> slot, Launch&& launch, Token&& token) const {
+    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::forward<Launch>(launch),
+                             std::forward<Token>(token));
+  }
+
+  friend bool operator==(const AnyStream& a, const AnyStream& b) noexcept { return a.chain_ == b.chain_; }
+
+ private:
+  static std::string describe(const AnyDevice& d) { return d.valid() ? d.name() : std::string("no device"); }
+  void check_same_device(const AnyDevice& d, const char* what) const {
+    if (d != device_)
+      throw error(errc::invalid_argument, std::string(what) + " buffer is on " + describe(d) +
+                                              ", not on this stream's device " + device_.name());
+  }
+  static void check_sizes(const char* op, std::size_t src, std::size_t dst) {
+    if (src != dst)
+      throw error(errc::invalid_argument, std::string(op) + ": source has " + std::to_string(src) +
+                                              " elements but destination has " + std::to_string(dst));
+  }
+
+  AnyDevice device_;
+  std::shared_ptr<detail::OpChain> chain_;
+};
+
+// ---- AnyDevice members that need AnyStream and AnyBuffer -------------------------------------
+
+template <class T>
+AnyBuffer<T> AnyDevice::allocate(std::size_t count) const {
+  const auto& m = model();
+  if (count > std::size_t(-1) / sizeof(T))
+    throw error(errc::out_of_memory, "allocation of " + std::to_string(count) + " elements of " +
+                                         std::to_string(sizeof(T)) + " bytes on " + name() + " overflows size_t");
+  return AnyBuffer<T>(*this, m.allocate(count * sizeof(T)), count);
+}
+
+inline AnyStream AnyDevice::default_stream() const {
+  return AnyStream(*this, queue()->default_chain());
+}
+
+inline AnyStream AnyDevice::make_stream() const {
+  (void)model();
+  return AnyStream(*this, std::make_shared<detail::OpChain>());
+}
+
+template <class F, class Token>
+auto AnyDevice::execute(F&& f, Token&& token) const {
+  return default_stream().execute(std::forward<F>(f), std::forward<Token>(token));
+}
+
+template <class T, class Token>
+auto AnyDevice::copy_to_device(std::span<const T> src, AnyBuffer<T>& dst, Token&& token) const {
+  return default_stream().copy_to_device(src, dst, std::forward<Token>(token));
+}
+
+template <class T, class Token>
+auto AnyDevice::copy_to_device(std::span<const T> src, AnyArray<T>& dst, Token&& token) const {
+  return default_stream().copy_to_device(src, dst.buffer(), std::forward<Token>(token));
+}
+
+template <class T, class Token>
+auto AnyDevice::copy_to_host(const AnyBuffer<T>& src, std::span<T> dst, Token&& token) const {
+  return default_stream().copy_to_host(src, dst, std::forward<Token>(token));
+}
+
+template <class T, class Token>
+auto AnyDevice::copy_to_host(const AnyArray<T>& src, std::span<T> dst, Token&& token) const {
+  return default_stream().copy_to_host(src.buffer(), dst, std::forward<Token>(token));
+}
+
+template <class T, class Token>
+auto AnyDevice::copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token) const {
+  return default_stream().copy(src, dst, std::forward<Token>(token));
+}
+
+namespace ops::detail {
+
+// The erased entry of every op: the arguments, their dtypes and the op's kind go through one
+// virtual call to the device's model, which rebuilds the typed arguments and calls the typed
+// `launch_op` (declared in <xdev/ops/ops.hpp>).
+template <class Args>
+void launch_op(const AnyDevice& dev, const Args& args, Completion done) {
+  using info = op_info<Args>;
+  static_assert(info::known,
+                "xdev ops on AnyArray<T>: every element type must have a DType (bool, std::uint8_t, std::int32_t, "
+                "std::int64_t, xdev::f16, xdev::bf16, float, double)");
+  dev.model().run(info::kind, info::dtype, info::dtype2, &args, dev.keep_alive(std::move(done)));
+}
+
+}  // namespace ops::detail
+
+}  // namespace xdev
+
+/// `AnyDevice::hash()`: equal to `std::hash<Device<B>>` of the device it erases.
+template <>
+struct std::hash<xdev::AnyDevice> {
+  std::size_t operator()(const xdev::AnyDevice& d) const noexcept { return d.hash(); }
+};

@@ -1,0 +1,246 @@
+/// \file
+/// What `xdev::AnyDevice` erases: `AnyDeviceModel`, the backend-independent interface (identity,
+/// memory, transfers, host tasks, and one `run` entry for every portable op), and
+/// `DeviceModel<B>`, its implementation over a `Device<B>`. Users never touch these.
+#pragma once
+
+#include <xdev/async/device_queue.hpp>
+#include <xdev/backend/completion.hpp>
+#include <xdev/backend/concepts.hpp>
+#include <xdev/core/dtype.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/core/half.hpp>
+#include <xdev/device/device.hpp>
+#include <xdev/memory/allocator.hpp>
+#include <xdev/ops/op_args.hpp>
+#include <xdev/ops/ops.hpp>
+#include <xdev/policy/capability_set.hpp>
+#include <xdev/random/generator.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+
+namespace xdev::detail {
+
+/// Stands for "whichever backend" in `Buffer<T, erased_backend>` and `Array<T, erased_backend>`
+/// (`xdev::AnyBuffer<T>`, `xdev::AnyArray<T>`). Not a backend.
+struct erased_backend {};
+
+/// A backend's `memory_handle`, erased: its bytes, zero-padded to `capacity`. Two erased handles
+/// are equal when their bytes are.
+struct erased_handle {
+  static constexpr std::size_t capacity = 16;
+  alignas(8) unsigned char bytes[capacity] = {};
+
+  friend bool operator==(const erased_handle& a, const erased_handle& b) noexcept {
+    return std::memcmp(a.bytes, b.bytes, capacity) == 0;
+  }
+};
+
+/// True when a backend's memory handle `H` fits in an `erased_handle`.
+template <class H>
+inline constexpr bool erasable_handle = (sizeof(H) <= erased_handle::capacity) && std::is_trivially_copyable_v<H>;
+
+template <class H>
+erased_handle erase_handle(const H& h) noexcept {
+  static_assert(erasable_handle<H>);
+  erased_handle e;
+  std::memcpy(e.bytes, &h, sizeof(H));
+  return e;
+}
+
+template <class H>
+H unerase_handle(const erased_handle& e) noexcept {
+  static_assert(erasable_handle<H>);
+  H h{};
+  std::memcpy(&h, e.bytes, sizeof(H));
+  return h;
+}
+
+/// One device of some backend, behind virtual calls. The identity (names, capabilities, queue)
+/// is captured once, at erasure, so reading it costs no call. `owner` is kept alive as long as
+/// the model is.
+class AnyDeviceModel {
+ public:
+  /// What an erased device is, read once from the typed device.
+  struct Identity {
+    const void* runtime = nullptr;  ///< the runtime's address: equal for devices of one runtime
+    std::size_t ordinal = 0;
+    std::string name;       ///< "HOST:0"
+    std::string type_name;  ///< "HOST"
+    CapabilitySet capabilities;
+    std::shared_ptr<DeviceQueue> queue;
+  };
+
+  AnyDeviceModel(std::shared_ptr<void> owner_, Identity id) : owner(std::move(owner_)), identity(std::move(id)) {}
+  AnyDeviceModel(const AnyDeviceModel&) = delete;
+  AnyDeviceModel& operator=(const AnyDeviceModel&) = delete;
+  virtual ~AnyDeviceModel() = default;
+
+  // Memory, through the device's caching allocator (statistics and limit included).
+  virtual erased_handle allocate(std::size_t bytes) const = 0;
+  virtual void deallocate(erased_handle h, std::size_t bytes) const noexcept = 0;
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void reset_peak_memory_stats() const = 0;
+  virtual void set_memory_limit(std::optional<std::size_t> bytes) const = 0;
+  virtual void release_cached_memory() const = 0;
+  virtual random::GeneratorState& generator() const = 0;
+
+  // The backend's asynchronous entry points, as `Backend` states them, for this device.
+  virtual void copy_to_device(const void* src, erased_handle dst, std::size_t dst_offset, std::size_t bytes,
+                              Completion done) const = 0;
+  virtual void copy_to_host(erased_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
+                            Completion done) const = 0;
+  virtual void copy_between(std::size_t src_device, erased_handle src, std::size_t src_offset, std::size_t dst_device,
+                            erased_handle dst, std::size_t dst_offset, std::size_t bytes, Completion done) const = 0;
+  virtual void execute(HostTask task, Completion done) const = 0;
+
+  /// Runs a portable op: `args` points to the op's `*Args<T..., erased_handle>` struct for dtypes
+  /// (`t`, `t2`) as `ops::detail::op_info` describes them; the model rebuilds the typed struct and
+  /// calls `ops::detail::launch_op`, so member, `implements` hook, fallback and metrics are those
+  /// of the typed path. A combination no public op produces completes `done` with
+  /// `errc::unimplemented`.
+  virtual void run(ops::OpKind op, DType t, DType t2, const void* args, Completion done) const = 0;
+
+  /// The typed `Device<B>` inside when `backend` is `typeid(B)`, else null.
+  virtual const void* target(const std::type_info& backend) const noexcept = 0;
+
+  const std::shared_ptr<void> owner;  // first: released last
+  const Identity identity;
+};
+
+template <class... Ts>
+struct type_list {};
+
+// The element types an op accepts through `AnyDevice`: those its public signature accepts.
+using every_element = type_list<bool, std::uint8_t, std::int32_t, std::int64_t, f16, bf16, float, double>;
+using float_element = type_list<float, double>;
+using index_element = type_list<std::int32_t, std::int64_t>;
+
+// Calls `f(std::type_identity<T>{})` for the `T` of `Ts` whose dtype is `t`, if any.
+template <class... Ts, class F>
+void visit_dtype(type_list<Ts...>, DType t, F&& f) {
+  (void)((t == dtype_of<Ts> && (f(std::type_identity<Ts>{}), true)) || ...);
+}
+
+/// `AnyDeviceModel` over `Device<B>`.
+template <class B>
+class DeviceModel final : public AnyDeviceModel {
+  using H = typename B::memory_handle;
+
+ public:
+  DeviceModel(Device<B> dev, std::shared_ptr<void> owner)
+      : AnyDeviceModel(std::move(owner), {&dev.runtime(), dev.ordinal(), dev.name(),
+                                          std::string(backend_name(dev.backend())), capabilities_of(dev), dev.queue()}),
+        dev_(dev) {}
+
+  erased_handle allocate(std::size_t bytes) const override { return erase_handle(dev_.allocator().allocate(bytes)); }
+  void deallocate(erased_handle h, std::size_t bytes) const noexcept override {
+    dev_.allocator().deallocate(unerase_handle<H>(h), bytes);
+  }
+  MemoryStats memory_stats() const override { return dev_.memory_stats(); }
+  void reset_peak_memory_stats() const override { dev_.reset_peak_memory_stats(); }
+  void set_memory_limit(std::optional<std::size_t> bytes) const override { dev_.set_memory_limit(bytes); }
+  void release_cached_memory() const override { dev_.release_cached_memory(); }
+  random::GeneratorState& generator() const override { return dev_.generator(); }
+
+  void copy_to_device(const void* src, erased_handle dst, std::size_t dst_offset, std::size_t bytes,
+                      Completion done) const override {
+    dev_.backend().copy_to_device(dev_.ordinal(), src, unerase_handle<H>(dst), dst_offset, bytes, std::move(done));
+  }
+  void copy_to_host(erased_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
+                    Completion done) const override {
+    dev_.backend().copy_to_host(dev_.ordinal(), unerase_handle<H>(src), src_offset, dst, bytes, std::move(done));
+  }
+  void copy_between(std::size_t src_device, erased_handle src, std::size_t src_offset, std::size_t dst_device,
+                    erased_handle dst, std::size_t dst_offset, std::size_t bytes, Completion done) const override {
+    dev_.backend().copy_between(src_device, unerase_handle<H>(src), src_offset, dst_device, unerase_handle<H>(dst),
+                                dst_offset, bytes, std::move(done));
+  }
+  void execute(HostTask task, Completion done) const override {
+    dev_.backend().execute(dev_.ordinal(), std::move(task), std::move(done));
+  }
+
+  void run(ops::OpKind op, DType t, DType t2, const void* args, Completion done) const override {
+    bool ran = false;
+    // Rebuilds the typed arguments from the erased ones behind `args` and starts the op.
+    auto launch = [&]<class Erased>(std::type_identity<Erased>) {
+      ran = true;
+      ops::detail::launch_op(
+          dev_,
+          ops::detail::rebind_handles<H>(*static_cast<const Erased*>(args),
+                                         [](const erased_handle& e) { return unerase_handle<H>(e); }),
+          std::move(done));
+    };
+    // One element type: `Args<T, erased_handle>` for the `T` of `types` whose dtype is `t`.
+    auto one = [&]<template <class, class> class Args, class... Ts>(type_list<Ts...> types) {
+      visit_dtype(types, t,
+                  [&]<class T>(std::type_identity<T>) { launch(std::type_identity<Args<T, erased_handle>>{}); });
+    };
+    switch (op) {
+      case ops::OpKind::fill:
+        one.template operator()<ops::FillArgs>(every_element{});
+        break;
+      case ops::OpKind::scale:
+        one.template operator()<ops::ScaleArgs>(float_element{});
+        break;
+      case ops::OpKind::axpy:
+        one.template operator()<ops::AxpyArgs>(float_element{});
+        break;
+      case ops::OpKind::binary:
+        one.template operator()<ops::BinaryArgs>(float_element{});
+        break;
+      case ops::OpKind::sum:
+        one.template operator()<ops::SumArgs>(float_element{});
+        break;
+      case ops::OpKind::sum_axis:
+        one.template operator()<ops::SumAxisArgs>(float_element{});
+        break;
+      case ops::OpKind::dot:
+        one.template operator()<ops::DotArgs>(float_element{});
+        break;
+      case ops::OpKind::gemm:
+        one.template operator()<ops::GemmArgs>(float_element{});
+        break;
+      case ops::OpKind::rng:
+        one.template operator()<ops::RngArgs>(float_element{});
+        break;
+      case ops::OpKind::gather:
+        visit_dtype(every_element{}, t, [&]<class T>(std::type_identity<T>) {
+          visit_dtype(index_element{}, t2, [&]<class I>(std::type_identity<I>) {
+            launch(std::type_identity<ops::GatherArgs<T, I, erased_handle>>{});
+          });
+        });
+        break;
+      case ops::OpKind::convert:
+        visit_dtype(every_element{}, t, [&]<class S>(std::type_identity<S>) {
+          visit_dtype(every_element{}, t2, [&]<class D>(std::type_identity<D>) {
+            launch(std::type_identity<ops::ConvertArgs<S, D, erased_handle>>{});
+          });
+        });
+        break;
+    }
+    if (!ran)
+      done(std::make_exception_ptr(error(errc::unimplemented, std::string("op ") + ops::name_of(op) + " on " +
+                                                                  identity.name + " has no erased form for dtypes " +
+                                                                  std::string(name_of(t)) + ", " +
+                                                                  std::string(name_of(t2)))));
+  }
+
+  const void* target(const std::type_info& backend) const noexcept override {
+    return backend == typeid(B) ? &dev_ : nullptr;
+  }
+
+ private:
+  Device<B> dev_;
+};
+
+}  // namespace xdev::detail
