@@ -158,7 +158,7 @@ if(MODE STREQUAL "install")
   set(_missing)
   foreach(_file "${XDEV_INSTALL_INCLUDEDIR}/xdev/version.hpp" "${XDEV_INSTALL_INCLUDEDIR}/xdev/xdev.hpp"
                 "${XDEV_INSTALL_CMAKEDIR}/xdevConfig.cmake" "${XDEV_INSTALL_CMAKEDIR}/xdevConfigVersion.cmake"
-                "${XDEV_INSTALL_CMAKEDIR}/xdevTargets.cmake")
+                "${XDEV_INSTALL_CMAKEDIR}/xdevTargets.cmake" "${XDEV_INSTALL_CMAKEDIR}/xdevPlugin.cmake")
     if(NOT EXISTS "${_prefix}/${_file}")
       list(APPEND _missing "${_file}")
     endif()

@@ -1,14 +1,22 @@
 // A downstream program: allocate on a host device, copy in, compute with `execute`, copy out,
-// and check the results. Exits nonzero on any mismatch.
+// and check the results; then load the project's own plugin (plugin.cpp) by path and run an op
+// on its device (native `scale`) and one it leaves to xdev's CPU fallback (`fill`). Exits nonzero
+// on any mismatch.
+#include <xdev/plugin/plugin_backend.hpp>
 #include <xdev/version.hpp>
 #include <xdev/xdev.hpp>
+
+#include <boost/dll/shared_library.hpp>
+#include <boost/dll/shared_library_load_mode.hpp>
 
 #include <cstdlib>
 #include <exception>
 #include <future>
 #include <iostream>
+#include <memory>
 #include <numeric>
 #include <span>
+#include <string>
 #include <vector>
 
 #ifdef CONSUMER_PACKAGE_VERSION_MAJOR
@@ -17,6 +25,28 @@ static_assert(XDEV_VERSION_MAJOR == CONSUMER_PACKAGE_VERSION_MAJOR &&
                   XDEV_VERSION_PATCH == CONSUMER_PACKAGE_VERSION_PATCH,
               "<xdev/version.hpp> and xdevConfigVersion.cmake disagree on xdev's version");
 #endif
+
+// Loads CONSUMER_PLUGIN, fills an array on its device and scales it there; true when the results
+// are right and the device is named after the plugin.
+static bool run_plugin() {
+  auto lib = std::make_shared<boost::dll::shared_library>(CONSUMER_PLUGIN, boost::dll::load_mode::rtld_now);
+  const xdev_plugin_api* api = lib->get_alias<const xdev_plugin_api*()>(XDEV_PLUGIN_ENTRY_NAME)();
+  xdev::plugin::check_table(api, CONSUMER_PLUGIN);
+  xdev::plugin::initialize_plugin(*api);
+  xdev::Runtime<xdev::plugin::PluginBackend> tiny({}, api, std::move(lib));
+  const auto dev = tiny.device(0);
+  auto x = xdev::empty<float>(dev, {1000});
+  xdev::ops::fill(dev, x, 2.0f).get();   // TINY has no fill: xdev's CPU fallback
+  xdev::ops::scale(dev, x, 1.5f).get();  // TINY's own scale
+  std::vector<float> out(x.size());
+  dev.copy_to_host(x.buffer(), std::span<float>(out)).get();
+  int mismatches = 0;
+  for (float v : out)
+    if (v != 3.0f) ++mismatches;
+  std::cout << "plugin " << api->name << ' ' << api->version << " on " << dev << ": " << mismatches
+            << " mismatched element(s)\n";
+  return mismatches == 0 && dev.name() == "TINY:0";
+}
 
 int main() try {
   using Host = xdev::backends::Host;
@@ -50,7 +80,8 @@ int main() try {
 
   std::cout << "xdev " << XDEV_VERSION_MAJOR << '.' << XDEV_VERSION_MINOR << '.' << XDEV_VERSION_PATCH << " on " << dev
             << ": sum " << got << " (expected " << expected << "), " << mismatches << " mismatched element(s)\n";
-  return got == expected && mismatches == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  const bool plugin_ok = run_plugin();
+  return got == expected && mismatches == 0 && plugin_ok ? EXIT_SUCCESS : EXIT_FAILURE;
 } catch (const std::exception& e) {
   std::cerr << "consumer: " << e.what() << '\n';
   return EXIT_FAILURE;

@@ -1,0 +1,716 @@
+/// \file
+/// The plugin side of the boundary: `PluginTable<B, Info>::api`, the `xdev_plugin_api` table that
+/// `XDEV_DEFINE_PLUGIN` generates from a typed backend `B` (see <xdev/plugin/define.hpp>). Every
+/// entry is `noexcept`: it converts C++ exceptions into a status code and a message.
+#pragma once
+
+#include <xdev/plugin/abi.h>
+#include <xdev/backend/completion.hpp>
+#include <xdev/backend/concepts.hpp>
+#include <xdev/core/dtype.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/ops/op_args.hpp>
+#include <xdev/plugin/detail/abi_bridge.hpp>
+#include <xdev/plugin/detail/op_marshal.hpp>
+#include <xdev/policy/capability_set.hpp>
+
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+namespace xdev::plugin {
+
+/// What `XDEV_DEFINE_PLUGIN_WITH` may set besides the backend type; every member left out (or
+/// empty) takes the default described. The table gets NUL-terminated copies of the strings.
+struct PluginInfo {
+  /// The device type; empty: `B::name`. Upper case, `[A-Z][A-Z0-9_]*`.
+  std::string_view name{};
+  /// The plugin's own version, free form; empty: `B::plugin_version` if `B` has it, else "".
+  std::string_view version{};
+  /// What the plugin runs on, free form; empty: `B::plugin_platform` if `B` has it, else "".
+  std::string_view platform{};
+  /// `XDEV_PLUGIN_*` flags (`XDEV_PLUGIN_NEVER_UNLOAD`); 0: none.
+  std::uint32_t flags = 0;
+};
+
+namespace detail {
+
+// ---- compile-time strings -------------------------------------------------------------------
+
+// A NUL-terminated copy, in static storage, of the compile-time string `Src::value`.
+template <class Src>
+struct StaticString {
+  static constexpr std::string_view view = Src::value;
+  static constexpr std::array<char, view.size() + 1> storage = [] {
+    std::array<char, view.size() + 1> a{};
+    for (std::size_t i = 0; i < view.size(); ++i) a[i] = view[i];
+    return a;
+  }();
+};
+
+// Optional static members naming the plugin's version and platform (compile-time strings).
+template <class B>
+concept HasPluginVersion = requires {
+  { B::plugin_version } -> std::convertible_to<std::string_view>;
+  std::integral_constant<std::size_t, std::string_view(B::plugin_version).size()>::value;
+};
+template <class B>
+concept HasPluginPlatform = requires {
+  { B::plugin_platform } -> std::convertible_to<std::string_view>;
+  std::integral_constant<std::size_t, std::string_view(B::plugin_platform).size()>::value;
+};
+
+// The strings of the table: the macro's option when given, else the backend's static member.
+template <class B, class Info>
+struct NameOf {
+  static constexpr std::string_view value = Info::value.name.empty() ? std::string_view(B::name) : Info::value.name;
+};
+template <class B, class Info>
+struct VersionOf {
+  static constexpr std::string_view value = [] {
+    if constexpr (HasPluginVersion<B>)
+      return Info::value.version.empty() ? std::string_view(B::plugin_version) : Info::value.version;
+    else
+      return Info::value.version;
+  }();
+};
+template <class B, class Info>
+struct PlatformOf {
+  static constexpr std::string_view value = [] {
+    if constexpr (HasPluginPlatform<B>)
+      return Info::value.platform.empty() ? std::string_view(B::plugin_platform) : Info::value.platform;
+    else
+      return Info::value.platform;
+  }();
+};
+
+// ---- optional hooks of the backend type -----------------------------------------------------
+
+template <class B>
+concept HasInitializeHook = requires {
+  B::initialize();
+};
+
+// ---- which op members the backend has, per dtype --------------------------------------------
+
+// clang-format off
+template <class B, class T>
+inline constexpr bool has_fill = requires(B& b, std::size_t d, const ops::FillArgs<T, typename B::memory_handle>& a,
+                                          Completion c) { b.fill(d, a, std::move(c)); };
+template <class B, class T>
+inline constexpr bool has_scale = requires(B& b, std::size_t d, const ops::ScaleArgs<T, typename B::memory_handle>& a,
+                                           Completion c) { b.scale(d, a, std::move(c)); };
+template <class B, class T>
+inline constexpr bool has_axpy = requires(B& b, std::size_t d, const ops::AxpyArgs<T, typename B::memory_handle>& a,
+                                          Completion c) { b.axpy(d, a, std::move(c)); };
+template <class B, class T>
+inline constexpr bool has_binary = requires(B& b, std::size_t d,
+                                            const ops::BinaryArgs<T, typename B::memory_handle>& a,
+                                            Completion c) { b.binary(d, a, std::move(c)); };
+template <class B, class T>
+inline constexpr bool has_sum = requires(B& b, std::size_t d, const ops::SumArgs<T, typename B::memory_handle>& a,
+                                         Completion c) { b.sum(d, a, std::move(c)); };
+template <class B, class T>
+inline constexpr bool has_sum_axis = requires(B& b, std::size_t d,
+                                              const ops::SumAxisArgs<T, typename B::memory_handle>& a,
+                                              Completion c) { b.sum_axis(d, a, std::move(c)); };
+template <class B, class T>
+inline constexpr bool has_dot = requires(B& b, std::size_t d, const ops::DotArgs<T, typename B::memory_handle>& a,
+                                         Completion c) { b.dot(d, a, std::move(c)); };
+template <class B, class T>
+inline constexpr bool has_gemm = requires(B& b, std::size_t d, const ops::GemmArgs<T, typename B::memory_handle>& a,
+                                          Completion c) { b.gemm(d, a, std::move(c)); };
+template <class B, class T, class I>
+inline constexpr bool has_gather = (std::same_as<I, std::int32_t> || std::same_as<I, std::int64_t>) &&
+    requires(B& b, std::size_t d, const ops::GatherArgs<T, I, typename B::memory_handle>& a, Completion c) {
+      b.gather(d, a, std::move(c));
+    };
+template <class B, class T>
+inline constexpr bool has_rng = requires(B& b, std::size_t d, const ops::RngArgs<T, typename B::memory_handle>& a,
+                                         Completion c) { b.rng(d, a, std::move(c)); };
+template <class B, class S, class D>
+inline constexpr bool has_convert = requires(B& b, std::size_t d,
+                                             const ops::ConvertArgs<S, D, typename B::memory_handle>& a,
+                                             Completion c) { b.convert(d, a, std::move(c)); };
+// clang-format on
+
+// Bit `i` set when `p(std::type_identity<dtype_type<i>>{})`.
+template <class Pred, std::size_t... I>
+consteval std::uint64_t single_mask(Pred p, std::index_sequence<I...>) {
+  return ((p(std::type_identity<dtype_type<I>>{}) ? std::uint64_t{1} << I : 0) | ...);
+}
+template <class Pred>
+consteval std::uint64_t single_mask(Pred p) {
+  return single_mask(p, std::make_index_sequence<XDEV_DTYPE_COUNT>{});
+}
+
+// Bit `i * 8 + j` set when `p(type_identity<dtype_type<i>>, type_identity<dtype_type<j>>)`.
+template <class Pred, std::size_t... K>
+consteval std::uint64_t pair_mask(Pred p, std::index_sequence<K...>) {
+  return (
+      (p(std::type_identity<dtype_type<K / XDEV_DTYPE_COUNT>>{}, std::type_identity<dtype_type<K % XDEV_DTYPE_COUNT>>{})
+           ? std::uint64_t{1} << K
+           : 0) |
+      ...);
+}
+template <class Pred>
+consteval std::uint64_t pair_mask(Pred p) {
+  return pair_mask(p, std::make_index_sequence<XDEV_DTYPE_COUNT * XDEV_DTYPE_COUNT>{});
+}
+
+/// The `op_dtypes` masks of backend `B`, indexed by `XDEV_OP_*`: exactly the dtypes (and pairs)
+/// whose arguments its op members accept.
+template <class B>
+consteval std::array<std::uint64_t, XDEV_OP_COUNT> op_masks() {
+  std::array<std::uint64_t, XDEV_OP_COUNT> m{};
+  m[XDEV_OP_FILL] = single_mask([]<class T>(std::type_identity<T>) { return has_fill<B, T>; });
+  m[XDEV_OP_SCALE] = single_mask([]<class T>(std::type_identity<T>) { return has_scale<B, T>; });
+  m[XDEV_OP_AXPY] = single_mask([]<class T>(std::type_identity<T>) { return has_axpy<B, T>; });
+  m[XDEV_OP_BINARY] = single_mask([]<class T>(std::type_identity<T>) { return has_binary<B, T>; });
+  m[XDEV_OP_SUM] = single_mask([]<class T>(std::type_identity<T>) { return has_sum<B, T>; });
+  m[XDEV_OP_SUM_AXIS] = single_mask([]<class T>(std::type_identity<T>) { return has_sum_axis<B, T>; });
+  m[XDEV_OP_DOT] = single_mask([]<class T>(std::type_identity<T>) { return has_dot<B, T>; });
+  m[XDEV_OP_GEMM] = single_mask([]<class T>(std::type_identity<T>) { return has_gemm<B, T>; });
+  m[XDEV_OP_GATHER] =
+      pair_mask([]<class T, class I>(std::type_identity<T>, std::type_identity<I>) { return has_gather<B, T, I>; });
+  m[XDEV_OP_RNG] = single_mask([]<class T>(std::type_identity<T>) { return has_rng<B, T>; });
+  m[XDEV_OP_CONVERT] =
+      pair_mask([]<class S, class D>(std::type_identity<S>, std::type_identity<D>) { return has_convert<B, S, D>; });
+  return m;
+}
+
+// ---- errors and completions -----------------------------------------------------------------
+
+/// Reports `f` through `err` (when the host gave a usable one) and returns its code.
+inline xdev_status report(xdev_error* err, const Failure& f) noexcept {
+  if (err != nullptr && err->struct_size >= sizeof(xdev_error) && err->set != nullptr)
+    err->set(err->context, f.code, f.message.c_str());
+  return f.code;
+}
+
+/// Runs `f()`; returns the failure of the exception it threw, if any.
+template <class F>
+std::optional<Failure> capture(F&& f) noexcept {
+  try {
+    std::forward<F>(f)();
+    return std::nullopt;
+  } catch (...) {
+    return failure_of(std::current_exception());
+  }
+}
+
+/// Runs `f()` and converts what it throws into a status and a message reported through `err`.
+template <class F>
+xdev_status guarded(xdev_error* err, F&& f) noexcept {
+  if (auto failure = capture(std::forward<F>(f))) return report(err, *failure);
+  return XDEV_OK;
+}
+
+/// The state shared by the `xdev::Completion` a backend receives and the entry that made it: the
+/// host's `xdev_completion` is called at most once, and never when the entry returns an error.
+/// While the entry runs, a completion the backend destroys uncalled only marks it dropped (the
+/// entry may still fail); after the entry returned, dropping it reports `errc::internal`.
+class CompletionState {
+ public:
+  explicit CompletionState(const xdev_completion& c) noexcept : c_(c) {}
+
+  /// The backend called its completion.
+  void complete(std::exception_ptr ep) noexcept {
+    {
+      std::lock_guard lk(m_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    if (!ep) return c_.complete(c_.context, XDEV_OK, nullptr);
+    const Failure f = failure_of(std::move(ep));
+    c_.complete(c_.context, f.code, f.message.c_str());
+  }
+
+  /// The backend destroyed its completion without calling it.
+  void drop() noexcept {
+    {
+      std::lock_guard lk(m_);
+      if (finished_) return;
+      if (in_call_) {
+        dropped_ = true;
+        return;
+      }
+      finished_ = true;
+    }
+    fire_dropped();
+  }
+
+  /// The backend's member returned normally.
+  void returned() noexcept {
+    {
+      std::lock_guard lk(m_);
+      in_call_ = false;
+      if (finished_ || !dropped_) return;
+      finished_ = true;
+    }
+    fire_dropped();
+  }
+
+  /// The backend's member threw. True when the entry may return the error (the completion was not
+  /// called and now never will be); false when the backend completed before throwing.
+  bool threw() noexcept {
+    std::lock_guard lk(m_);
+    in_call_ = false;
+    if (finished_) return false;
+    finished_ = true;
+    return true;
+  }
+
+ private:
+  void fire_dropped() noexcept {
+    c_.complete(c_.context, XDEV_ERR_INTERNAL,
+                "the backend destroyed the completion of an operation without calling it");
+  }
+
+  xdev_completion c_;
+  std::mutex m_;
+  bool in_call_ = true;
+  bool finished_ = false;
+  bool dropped_ = false;
+};
+
+/// The callable inside the `xdev::Completion` a backend receives.
+class CompletionHandle {
+ public:
+  explicit CompletionHandle(std::shared_ptr<CompletionState> s) noexcept : s_(std::move(s)) {}
+  CompletionHandle(CompletionHandle&&) noexcept = default;
+  CompletionHandle& operator=(CompletionHandle&&) noexcept = default;
+  CompletionHandle(const CompletionHandle&) = delete;
+  CompletionHandle& operator=(const CompletionHandle&) = delete;
+  ~CompletionHandle() {
+    if (s_) s_->drop();
+  }
+
+  void operator()(std::exception_ptr ep) noexcept {
+    if (auto s = std::move(s_)) s->complete(std::move(ep));
+  }
+
+ private:
+  std::shared_ptr<CompletionState> s_;
+};
+
+/// Runs `f(Completion)` for an entry taking an `xdev_completion`, keeping the calling rule: the
+/// host's completion is called exactly once when the entry returns XDEV_OK, never when it returns
+/// an error.
+template <class F>
+xdev_status run_async(xdev_error* err, const xdev_completion* done, F&& f) noexcept {
+  std::shared_ptr<CompletionState> state;
+  auto failure = capture([&] {
+    if (done == nullptr) throw error(errc::invalid_argument, "the completion is null");
+    check_struct_size(done->struct_size, sizeof(xdev_completion), "xdev_completion");
+    if (done->complete == nullptr) throw error(errc::invalid_argument, "xdev_completion::complete is null");
+    state = std::make_shared<CompletionState>(*done);
+    std::forward<F>(f)(Completion(CompletionHandle(state)));
+  });
+  if (!failure) {
+    state->returned();
+    return XDEV_OK;
+  }
+  if (!state || state->threw()) return report(err, *failure);
+  return XDEV_OK;  // the backend completed, then threw: the completion has reported
+}
+
+/// \throws xdev::error `errc::invalid_argument` for a null pointer argument.
+template <class P>
+const P& deref(const P* p, const char* what) {
+  if (p == nullptr) throw error(errc::invalid_argument, std::string(what) + " is null");
+  return *p;
+}
+
+[[noreturn]] inline void throw_not_implemented(const char* op, const std::string& dtypes) {
+  throw error(errc::unimplemented,
+              std::string(op) + " is not implemented for " + dtypes + " by this plugin (its op_dtypes leaves it out)");
+}
+
+// ---- the backend object ---------------------------------------------------------------------
+
+/// What `create` returns to the host: the backend and its capabilities as the C struct.
+template <class B>
+struct Client {
+  template <class... Args>
+  explicit Client(Args&&... args) : backend(std::forward<Args>(args)...) {}
+  B backend;
+  xdev_capabilities capabilities{};
+};
+
+// ---- the table ------------------------------------------------------------------------------
+
+/// The entries of the table of backend `B` (static members, so their addresses are constants);
+/// `Info::value` is the `PluginInfo` given to the macro.
+template <class B, class Info>
+struct PluginTable {
+  static_assert(check_backend<B>(),
+                "XDEV_DEFINE_PLUGIN(B): B does not satisfy xdev::concepts::Backend (see the message above)");
+  using H = typename B::memory_handle;
+  static_assert(is_portable_handle<H>,
+                "XDEV_DEFINE_PLUGIN(B): B::memory_handle must be trivially copyable and at most 8 bytes, so "
+                "that it can travel across the plugin boundary as an xdev_memory (uint64_t); use a pointer, an "
+                "index or an offset");
+  static_assert(std::is_constructible_v<B, const ClientOptions&> || std::is_default_constructible_v<B>,
+                "XDEV_DEFINE_PLUGIN(B): B must be constructible from `const xdev::plugin::ClientOptions&` or "
+                "default-constructible, so that the plugin's `create` can make it");
+
+  static constexpr PluginInfo info = Info::value;
+  static constexpr std::array<std::uint64_t, XDEV_OP_COUNT> masks = op_masks<B>();
+
+  static constexpr const char* name() noexcept { return StaticString<NameOf<B, Info>>::storage.data(); }
+  static constexpr const char* version() noexcept { return StaticString<VersionOf<B, Info>>::storage.data(); }
+  static constexpr const char* platform() noexcept { return StaticString<PlatformOf<B, Info>>::storage.data(); }
+
+  static Client<B>& client(void* p) noexcept { return *static_cast<Client<B>*>(p); }
+  static B& backend(void* p) noexcept { return client(p).backend; }
+  // `backend(p)` as an expression that depends on the dtype types, so that a call to an op member
+  // the backend lacks is never looked up (in a discarded `if constexpr` branch) before instantiation.
+  template <class...>
+  static B& backend_for(void* p) noexcept {
+    return client(p).backend;
+  }
+
+  // -- lifetime --
+
+  static xdev_status initialize(const xdev_host_info* host, xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      const auto& h = deref(host, "xdev_host_info");
+      check_struct_size(h.struct_size, sizeof(xdev_host_info), "xdev_host_info");
+      if (h.abi_major != XDEV_ABI_MAJOR)
+        throw error(errc::incompatible_abi, "the host speaks ABI " + std::to_string(h.abi_major) + "." +
+                                                std::to_string(h.abi_minor) + ", this plugin ABI " +
+                                                std::to_string(XDEV_ABI_MAJOR) + "." + std::to_string(XDEV_ABI_MINOR));
+      if constexpr (HasInitializeHook<B>) {
+        // Runs once per loaded plugin; a hook that throws runs again on the next call.
+        static std::once_flag once;
+        std::call_once(once, [] { B::initialize(); });
+      }
+    });
+  }
+
+  static xdev_status create(const xdev_client_options* options, void** out, xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      ClientOptions o;
+      if (options != nullptr) {
+        check_struct_size(options->struct_size, sizeof(xdev_client_options), "xdev_client_options");
+        o = from_c(*options);
+      }
+      std::unique_ptr<Client<B>> c;
+      if constexpr (std::is_constructible_v<B, const ClientOptions&>)
+        c = std::make_unique<Client<B>>(std::as_const(o));
+      else
+        c = std::make_unique<Client<B>>();
+      if constexpr (concepts::HasRuntimeCapabilities<B>)
+        c->capabilities = to_c(std::as_const(c->backend).runtime_capabilities());
+      else
+        c->capabilities = to_c(B::capabilities::set);
+      *out = c.release();
+    });
+  }
+
+  static void destroy(void* p) noexcept { delete static_cast<Client<B>*>(p); }
+
+  static xdev_status capabilities(void* p, const xdev_capabilities** out, xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      *out = &client(p).capabilities;
+    });
+  }
+
+  static xdev_status device_count(void* p, std::uint64_t* out, xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      *out = static_cast<std::uint64_t>(std::as_const(backend(p)).device_count());
+    });
+  }
+
+  // -- memory and transfers --
+
+  static xdev_status allocate(void* p, std::uint64_t device, std::uint64_t bytes, xdev_memory* out,
+                              xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      *out = handle_bits(backend(p).allocate(static_cast<std::size_t>(device), static_cast<std::size_t>(bytes)));
+    });
+  }
+
+  static void deallocate(void* p, std::uint64_t device, xdev_memory m, std::uint64_t bytes) noexcept {
+    backend(p).deallocate(static_cast<std::size_t>(device), handle_from<H>(m), static_cast<std::size_t>(bytes));
+  }
+
+  static xdev_status copy_to_device(void* p, std::uint64_t device, const void* src, xdev_memory dst,
+                                    std::uint64_t dst_offset, std::uint64_t bytes, const xdev_completion* done,
+                                    xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      backend(p).copy_to_device(static_cast<std::size_t>(device), src, handle_from<H>(dst),
+                                static_cast<std::size_t>(dst_offset), static_cast<std::size_t>(bytes), std::move(c));
+    });
+  }
+
+  static xdev_status copy_to_host(void* p, std::uint64_t device, xdev_memory src, std::uint64_t src_offset, void* dst,
+                                  std::uint64_t bytes, const xdev_completion* done, xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      backend(p).copy_to_host(static_cast<std::size_t>(device), handle_from<H>(src),
+                              static_cast<std::size_t>(src_offset), dst, static_cast<std::size_t>(bytes), std::move(c));
+    });
+  }
+
+  static xdev_status copy_between(void* p, std::uint64_t src_device, xdev_memory src, std::uint64_t src_offset,
+                                  std::uint64_t dst_device, xdev_memory dst, std::uint64_t dst_offset,
+                                  std::uint64_t bytes, const xdev_completion* done, xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      backend(p).copy_between(static_cast<std::size_t>(src_device), handle_from<H>(src),
+                              static_cast<std::size_t>(src_offset), static_cast<std::size_t>(dst_device),
+                              handle_from<H>(dst), static_cast<std::size_t>(dst_offset),
+                              static_cast<std::size_t>(bytes), std::move(c));
+    });
+  }
+
+  static xdev_status execute(void* p, std::uint64_t device, const xdev_host_task* task, const xdev_completion* done,
+                             xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      check_struct_size(deref(task, "xdev_host_task").struct_size, sizeof(xdev_host_task), "xdev_host_task");
+      const xdev_host_task t = *task;
+      if (t.run == nullptr) throw error(errc::invalid_argument, "xdev_host_task::run is null");
+      backend(p).execute(static_cast<std::size_t>(device), HostTask([t] { t.run(t.context); }), std::move(c));
+    });
+  }
+
+  // -- operations --
+
+  static std::uint64_t op_dtypes(void*, std::uint32_t op) noexcept { return op < XDEV_OP_COUNT ? masks[op] : 0; }
+
+  // The arguments struct, checked: not null, not smaller than this plugin knows.
+  template <class C>
+  static const C& checked(const C* a, const char* what) {
+    const C& c = deref(a, what);
+    check_struct_size(c.struct_size, sizeof(C), what);
+    return c;
+  }
+
+  static void check_compute(std::uint32_t compute) {
+    if (compute != XDEV_DTYPE_F16 && compute != XDEV_DTYPE_BF16 && compute != XDEV_DTYPE_F32 &&
+        compute != XDEV_DTYPE_F64)
+      throw error(errc::invalid_argument, "compute_dtype " + dtype_name(compute) + " is not a floating-point dtype");
+  }
+
+  static xdev_status fill(void* p, std::uint64_t device, const xdev_fill_args* args, const xdev_completion* done,
+                          xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_fill_args");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_fill<B, T>)
+          backend_for<T>(p).fill(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("fill", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status scale(void* p, std::uint64_t device, const xdev_scale_args* args, const xdev_completion* done,
+                           xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_scale_args");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_scale<B, T>)
+          backend_for<T>(p).scale(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("scale", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status axpy(void* p, std::uint64_t device, const xdev_axpy_args* args, const xdev_completion* done,
+                          xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_axpy_args");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_axpy<B, T>)
+          backend_for<T>(p).axpy(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("axpy", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status binary(void* p, std::uint64_t device, const xdev_binary_args* args, const xdev_completion* done,
+                            xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_binary_args");
+      if (a.op != XDEV_BINARY_ADD && a.op != XDEV_BINARY_MUL)
+        throw error(errc::invalid_argument,
+                    "binary: op " + std::to_string(a.op) + " is not an XDEV_BINARY_* value (0 add, 1 mul)");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_binary<B, T>)
+          backend_for<T>(p).binary(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("binary", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status sum(void* p, std::uint64_t device, const xdev_sum_args* args, const xdev_completion* done,
+                         xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_sum_args");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_sum<B, T>)
+          backend_for<T>(p).sum(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("sum", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status sum_axis(void* p, std::uint64_t device, const xdev_sum_axis_args* args,
+                              const xdev_completion* done, xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_sum_axis_args");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_sum_axis<B, T>)
+          backend_for<T>(p).sum_axis(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("sum_axis", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status dot(void* p, std::uint64_t device, const xdev_dot_args* args, const xdev_completion* done,
+                         xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_dot_args");
+      check_compute(a.compute_dtype);
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_dot<B, T>)
+          backend_for<T>(p).dot(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("dot", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status gemm(void* p, std::uint64_t device, const xdev_gemm_args* args, const xdev_completion* done,
+                          xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_gemm_args");
+      check_compute(a.compute_dtype);
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_gemm<B, T>)
+          backend_for<T>(p).gemm(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("gemm", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status gather(void* p, std::uint64_t device, const xdev_gather_args* args, const xdev_completion* done,
+                            xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_gather_args");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        visit_dtype(a.index_dtype, [&]<class I>(std::type_identity<I>) {
+          if constexpr (has_gather<B, T, I>)
+            backend_for<T, I>(p).gather(static_cast<std::size_t>(device), to_args<T, I, H>(a), std::move(c));
+          else
+            throw_not_implemented("gather", dtype_name(a.dtype) + " with " + dtype_name(a.index_dtype) + " indices");
+        });
+      });
+    });
+  }
+
+  static xdev_status rng(void* p, std::uint64_t device, const xdev_rng_args* args, const xdev_completion* done,
+                         xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_rng_args");
+      if (a.algorithm != XDEV_RNG_PHILOX && a.algorithm != XDEV_RNG_THREE_FRY)
+        throw error(errc::invalid_argument, "rng: algorithm " + std::to_string(a.algorithm) +
+                                                " is not an XDEV_RNG_* value (0 philox, 1 three_fry)");
+      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
+        if constexpr (has_rng<B, T>)
+          backend_for<T>(p).rng(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+        else
+          throw_not_implemented("rng", dtype_name(a.dtype));
+      });
+    });
+  }
+
+  static xdev_status convert(void* p, std::uint64_t device, const xdev_convert_args* args, const xdev_completion* done,
+                             xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      const auto& a = checked(args, "xdev_convert_args");
+      visit_dtype(a.src_dtype, [&]<class S>(std::type_identity<S>) {
+        visit_dtype(a.dst_dtype, [&]<class D>(std::type_identity<D>) {
+          if constexpr (has_convert<B, S, D>)
+            backend_for<S, D>(p).convert(static_cast<std::size_t>(device), to_args<S, D, H>(a), std::move(c));
+          else
+            throw_not_implemented("convert", dtype_name(a.src_dtype) + " to " + dtype_name(a.dst_dtype));
+        });
+      });
+    });
+  }
+};
+
+// An op entry is in the table only when the backend has that op for at least one dtype.
+template <class Table, class Fn>
+constexpr Fn entry_if(std::uint32_t op, Fn fn) noexcept {
+  return Table::masks[op] != 0 ? fn : nullptr;
+}
+
+/// The table of backend `B` with the options `Info::value`: constant-initialized, so the plugin's
+/// entry returns it without running any code.
+template <class B, class Info>
+inline constexpr xdev_plugin_api plugin_api{
+    sizeof(xdev_plugin_api),
+    XDEV_ABI_MAJOR,
+    XDEV_ABI_MINOR,
+    PluginTable<B, Info>::name(),
+    PluginTable<B, Info>::version(),
+    PluginTable<B, Info>::platform(),
+    PluginTable<B, Info>::info.flags,
+    &PluginTable<B, Info>::initialize,
+    &PluginTable<B, Info>::create,
+    &PluginTable<B, Info>::destroy,
+    &PluginTable<B, Info>::capabilities,
+    &PluginTable<B, Info>::device_count,
+    &PluginTable<B, Info>::allocate,
+    &PluginTable<B, Info>::deallocate,
+    &PluginTable<B, Info>::copy_to_device,
+    &PluginTable<B, Info>::copy_to_host,
+    &PluginTable<B, Info>::copy_between,
+    &PluginTable<B, Info>::execute,
+    &PluginTable<B, Info>::op_dtypes,
+    entry_if<PluginTable<B, Info>>(XDEV_OP_FILL, &PluginTable<B, Info>::fill),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_SCALE, &PluginTable<B, Info>::scale),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_AXPY, &PluginTable<B, Info>::axpy),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_BINARY, &PluginTable<B, Info>::binary),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_SUM, &PluginTable<B, Info>::sum),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_SUM_AXIS, &PluginTable<B, Info>::sum_axis),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_DOT, &PluginTable<B, Info>::dot),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_GEMM, &PluginTable<B, Info>::gemm),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_GATHER, &PluginTable<B, Info>::gather),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_RNG, &PluginTable<B, Info>::rng),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_CONVERT, &PluginTable<B, Info>::convert),
+};
+
+/// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
+template <class B, class Info>
+consteval bool check_plugin() {
+  static_assert(is_plugin_name(NameOf<B, Info>::value),
+                "XDEV_DEFINE_PLUGIN(B): the plugin's name (B::name, or the `.name` option) must match "
+                "[A-Z][A-Z0-9_]*: upper case letters, digits and '_', starting with a letter (\"OPENCL\")");
+  return true;
+}
+
+}  // namespace detail
+}  // namespace xdev::plugin

@@ -1,0 +1,254 @@
+/// \file
+/// `xdev_ref::Ref`: xdev's reference plugin backend, device type "REF". Written the way a vendor
+/// writes an out-of-tree backend: its own namespace, only public xdev headers, and no relation to
+/// xdev's host backend. Memory comes from `std::aligned_alloc`; each device has one worker thread
+/// that runs its queue in order. It implements fill (every dtype), scale, axpy, binary, sum, dot
+/// and gemm (f32 and f64) natively and leaves sum_axis, gather, rng and convert to xdev's CPU
+/// fallback, so a test through it exercises both paths. `ref_plugin.cpp` turns it into the plugin
+/// `libxdev_plugin_ref.so` with `XDEV_DEFINE_PLUGIN(xdev_ref::Ref)`.
+#pragma once
+
+#include <xdev/backend/completion.hpp>
+#include <xdev/core/env.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/ops/host_kernels.hpp>
+#include <xdev/ops/op_args.hpp>
+#include <xdev/policy/capabilities.hpp>
+
+#include <algorithm>
+#include <concepts>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace xdev_ref {
+
+/// One device's worker: a thread running posted jobs in order. Destroying it runs the jobs already
+/// posted, then joins the thread.
+class Worker {
+ public:
+  Worker() : thread_([this] { loop(); }) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() {
+    {
+      std::lock_guard lk(m_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  /// Queues `job` behind the jobs already posted.
+  void post(xdev::HostTask job) {
+    // Notified under the lock: once the job runs, its completion may lead to this worker's
+    // destruction, which must not find this thread still inside notify_one.
+    std::lock_guard lk(m_);
+    jobs_.push_back(std::move(job));
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      xdev::HostTask job;
+      {
+        std::unique_lock lk(m_);
+        cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();  // jobs report their own failures (see Ref::run)
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<xdev::HostTask> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: starts after the members it uses exist
+};
+
+/// The reference backend (see the file comment). `XDEV_REF_DEVICES` sets its number of devices
+/// (default 2, at most `max_devices`).
+class Ref {
+ public:
+  static constexpr std::string_view name = "REF";
+  /// Up to 16 in flight, Philox, and a priority below HOST's (-100), so xdev never picks REF by
+  /// default over the host backend.
+  using capabilities =
+      xdev::Capabilities<xdev::MaxInflight<16>, xdev::Priority<-200>, xdev::RngDefault<xdev::RngAlgorithm::philox>>;
+  using memory_handle = void*;
+  static constexpr std::string_view plugin_version = "1.0.0";
+  static constexpr std::string_view plugin_platform =
+      "xdev reference plugin: aligned_alloc memory, one worker thread per device";
+
+  /// Most devices `XDEV_REF_DEVICES` may ask for.
+  static constexpr std::size_t max_devices = 64;
+
+  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_REF_DEVICES`.
+  Ref() {
+    const std::size_t n = xdev::getenv_count("XDEV_REF_DEVICES", 1, max_devices).value_or(2);
+    for (std::size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>());
+  }
+
+  /// The number of devices (one worker thread each).
+  [[nodiscard]] std::size_t device_count() const noexcept { return workers_.size(); }
+
+  /// 64-byte-aligned memory from `std::aligned_alloc`.
+  /// \throws xdev::error `errc::out_of_memory` when the system cannot provide `bytes`.
+  memory_handle allocate(std::size_t device, std::size_t bytes) {
+    constexpr std::size_t alignment = 64;
+    void* p = bytes <= std::size_t(-1) - alignment
+                  ? std::aligned_alloc(
+                        alignment, std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment))
+                  : nullptr;
+    if (p == nullptr)
+      throw xdev::error(xdev::errc::out_of_memory,
+                        "REF:" + std::to_string(device) + " cannot allocate " + std::to_string(bytes) + " bytes");
+    return p;
+  }
+  /// Frees memory from `allocate`.
+  void deallocate(std::size_t, memory_handle h, std::size_t) noexcept { std::free(h); }
+
+  /// Transfers and host tasks run on the device's worker, in submission order; `copy_between`
+  /// runs on the source device's worker (all REF devices share the host's memory).
+  void copy_to_device(std::size_t device, const void* src, memory_handle dst, std::size_t dst_offset, std::size_t bytes,
+                      xdev::Completion done) {
+    run(
+        device, [=] { copy(static_cast<std::byte*>(dst) + dst_offset, src, bytes); }, std::move(done));
+  }
+  void copy_to_host(std::size_t device, memory_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
+                    xdev::Completion done) {
+    run(
+        device, [=] { copy(dst, static_cast<const std::byte*>(src) + src_offset, bytes); }, std::move(done));
+  }
+  void copy_between(std::size_t src_device, memory_handle src, std::size_t src_offset, std::size_t, memory_handle dst,
+                    std::size_t dst_offset, std::size_t bytes, xdev::Completion done) {
+    run(
+        src_device,
+        [=] {
+          std::memmove(static_cast<std::byte*>(dst) + dst_offset, static_cast<const std::byte*>(src) + src_offset,
+                       bytes);
+        },
+        std::move(done));
+  }
+  void execute(std::size_t device, xdev::HostTask task, xdev::Completion done) {
+    run(device, std::move(task), std::move(done));
+  }
+
+  // ---- native ops: plain loops where the result is exact per element, xdev's host kernels
+  // (serially, on this device's worker) where the order of the arithmetic matters ----------------
+
+  /// `x[i] = value`, for every dtype.
+  template <class T>
+  void fill(std::size_t device, const xdev::ops::FillArgs<T, memory_handle>& a, xdev::Completion done) {
+    run(
+        device, [a] { std::fill_n(static_cast<T*>(a.x), a.n, a.value); }, std::move(done));
+  }
+
+  /// `x[i] = x[i] * alpha` (f32, f64).
+  template <std::floating_point T>
+  void scale(std::size_t device, const xdev::ops::ScaleArgs<T, memory_handle>& a, xdev::Completion done) {
+    run(
+        device,
+        [a] {
+          T* x = static_cast<T*>(a.x);
+          for (std::size_t i = 0; i < a.n; ++i) x[i] = x[i] * a.alpha;
+        },
+        std::move(done));
+  }
+
+  /// `y += alpha * x` by xdev's host kernel (f32, f64).
+  template <std::floating_point T>
+  void axpy(std::size_t device, const xdev::ops::AxpyArgs<T, memory_handle>& a, xdev::Completion done) {
+    run(
+        device, [a] { xdev::ops::host::axpy(serial, a.alpha, static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n); },
+        std::move(done));
+  }
+
+  /// `out = a + b` or `a * b`, element by element (f32, f64).
+  template <std::floating_point T>
+  void binary(std::size_t device, const xdev::ops::BinaryArgs<T, memory_handle>& a, xdev::Completion done) {
+    run(
+        device,
+        [a] {
+          const T* x = static_cast<const T*>(a.a);
+          const T* y = static_cast<const T*>(a.b);
+          T* out = static_cast<T*>(a.out);
+          if (a.op == xdev::ops::BinaryOp::add)
+            for (std::size_t i = 0; i < a.n; ++i) out[i] = x[i] + y[i];
+          else
+            for (std::size_t i = 0; i < a.n; ++i) out[i] = x[i] * y[i];
+        },
+        std::move(done));
+  }
+
+  /// The pairwise sum of xdev's host kernel (f32, f64).
+  template <std::floating_point T>
+  void sum(std::size_t device, const xdev::ops::SumArgs<T, memory_handle>& a, xdev::Completion done) {
+    run(
+        device, [a] { *a.result = xdev::ops::host::sum(serial, static_cast<const T*>(a.x), a.n); }, std::move(done));
+  }
+
+  /// The dot product of xdev's host kernel, autocast included (f32, f64).
+  template <std::floating_point T>
+  void dot(std::size_t device, const xdev::ops::DotArgs<T, memory_handle>& a, xdev::Completion done) {
+    run(
+        device,
+        [a] {
+          *a.result =
+              xdev::ops::host::dot(serial, static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.n, a.compute);
+        },
+        std::move(done));
+  }
+
+  /// Matrix multiply by xdev's host kernel, run serially on the device's worker (f32, f64).
+  template <std::floating_point T>
+  void gemm(std::size_t device, const xdev::ops::GemmArgs<T, memory_handle>& a, xdev::Completion done) {
+    run(
+        device,
+        [a] {
+          xdev::ops::host::gemm(serial, a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, static_cast<const T*>(a.a), a.lda,
+                                static_cast<const T*>(a.b), a.ldb, a.beta, static_cast<T*>(a.c), a.ldc, a.compute);
+        },
+        std::move(done));
+  }
+
+ private:
+  static constexpr xdev::ops::host::Parallel serial{};
+
+  static void copy(void* dst, const void* src, std::size_t bytes) noexcept {
+    if (bytes != 0) std::memcpy(dst, src, bytes);
+  }
+
+  // Runs `f` on the device's worker, then reports to `done` (with what `f` threw, if anything).
+  template <class F>
+  void run(std::size_t device, F&& f, xdev::Completion done) {
+    workers_.at(device)->post(xdev::HostTask([f = std::forward<F>(f), done = std::move(done)]() mutable {
+      std::exception_ptr ep;
+      try {
+        f();
+      } catch (...) {
+        ep = std::current_exception();
+      }
+      done(std::move(ep));
+    }));
+  }
+
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace xdev_ref

@@ -1,0 +1,314 @@
+// XDEV_DEFINE_PLUGIN (<xdev/plugin/define.hpp>), from the host's side of the C boundary: the
+// generated tables of REF and ABITEST called directly, as a host written in C would.
+#include <xdev/plugin/abi.h>
+#include <xdev/plugin/detail/abi_bridge.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "plugin_abi_support.hpp"
+#include "ref_backend.hpp"
+
+namespace {
+
+using plugin_abi_test::load;
+using ::testing::HasSubstr;
+
+// Records what a plugin reports through an xdev_completion.
+struct Completions {
+  std::mutex m;
+  std::condition_variable cv;
+  int calls = 0;
+  xdev_status code = -1;
+  std::string message;
+
+  xdev_completion c() { return {sizeof(xdev_completion), this, &Completions::complete}; }
+  static void complete(void* context, xdev_status code, const char* message) {
+    auto* self = static_cast<Completions*>(context);
+    std::lock_guard lk(self->m);
+    ++self->calls;
+    self->code = code;
+    self->message = message != nullptr ? message : "";
+    self->cv.notify_all();
+  }
+  bool wait() {
+    std::unique_lock lk(m);
+    return cv.wait_for(lk, std::chrono::seconds(30), [&] { return calls > 0; });
+  }
+  int count() {
+    std::lock_guard lk(m);
+    return calls;
+  }
+};
+
+// Records what a plugin reports through an xdev_error.
+struct Errors {
+  xdev_error c{sizeof(xdev_error), this, &Errors::set};
+  int calls = 0;
+  xdev_status code = XDEV_OK;
+  std::string message;
+  static void set(void* context, xdev_status code, const char* message) {
+    auto* self = static_cast<Errors*>(context);
+    ++self->calls;
+    self->code = code;
+    self->message = message;
+  }
+};
+
+// A backend object of the plugin, destroyed at the end of the scope (which, for REF, joins its
+// workers: every completion has been delivered by then).
+struct Client {
+  explicit Client(const xdev_plugin_api* api, const xdev_client_options* options = nullptr) : api(api) {
+    Errors err;
+    EXPECT_EQ(api->create(options, &backend, &err.c), XDEV_OK) << err.message;
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client() { api->destroy(backend); }
+  const xdev_plugin_api* api;
+  void* backend = nullptr;
+};
+
+xdev_fill_args fill_args(std::uint32_t dtype, xdev_memory x, std::uint64_t n, std::uint64_t bits) {
+  xdev_fill_args a{};
+  a.struct_size = sizeof a;
+  a.dtype = dtype;
+  a.x = x;
+  a.n = n;
+  a.value_bits = bits;
+  return a;
+}
+
+std::vector<std::int32_t> read_i32(const Client& c, xdev_memory m, std::size_t n) {
+  std::vector<std::int32_t> out(n);
+  Completions done;
+  Errors err;
+  const xdev_completion dc = done.c();
+  EXPECT_EQ(c.api->copy_to_host(c.backend, 0, m, 0, out.data(), n * 4, &dc, &err.c), XDEV_OK) << err.message;
+  EXPECT_TRUE(done.wait());
+  EXPECT_EQ(done.code, XDEV_OK) << done.message;
+  return out;
+}
+
+TEST(DefinePlugin, TheTableDescribesTheBackend) {
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  EXPECT_EQ(ref.api->struct_size, sizeof(xdev_plugin_api));
+  EXPECT_EQ(ref.api->abi_major, unsigned{XDEV_ABI_MAJOR});
+  EXPECT_EQ(ref.api->abi_minor, unsigned{XDEV_ABI_MINOR});
+  EXPECT_STREQ(ref.api->name, "REF");
+  EXPECT_STREQ(ref.api->version, "1.0.0");  // Ref::plugin_version
+  EXPECT_EQ(std::string(ref.api->platform), xdev_ref::Ref::plugin_platform);
+  EXPECT_EQ(ref.api->flags, 0u);
+
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  EXPECT_STREQ(abi.api->name, "ABITEST");
+  EXPECT_STREQ(abi.api->version, "9.9.9");  // the macro's options
+  EXPECT_STREQ(abi.api->platform, "the plugin ABI tests");
+}
+
+TEST(DefinePlugin, OpEntriesAndOpDtypesFollowTheBackendsMembers) {
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  const xdev_plugin_api& api = *ref.api;
+  for (const void* present : {reinterpret_cast<const void*>(api.fill), reinterpret_cast<const void*>(api.scale),
+                              reinterpret_cast<const void*>(api.axpy), reinterpret_cast<const void*>(api.binary),
+                              reinterpret_cast<const void*>(api.sum), reinterpret_cast<const void*>(api.dot),
+                              reinterpret_cast<const void*>(api.gemm), reinterpret_cast<const void*>(api.op_dtypes)})
+    EXPECT_NE(present, nullptr);
+  EXPECT_EQ(api.sum_axis, nullptr);
+  EXPECT_EQ(api.gather, nullptr);
+  EXPECT_EQ(api.rng, nullptr);
+  EXPECT_EQ(api.convert, nullptr);
+
+  Client c(ref.api);
+  constexpr std::uint64_t floats = (1u << XDEV_DTYPE_F32) | (1u << XDEV_DTYPE_F64);
+  EXPECT_EQ(api.op_dtypes(c.backend, XDEV_OP_FILL), 0xFFu) << "fill is a template over every dtype";
+  for (std::uint32_t op : {XDEV_OP_SCALE, XDEV_OP_AXPY, XDEV_OP_BINARY, XDEV_OP_SUM, XDEV_OP_DOT, XDEV_OP_GEMM})
+    EXPECT_EQ(api.op_dtypes(c.backend, op), floats) << "op " << op << " is constrained to floating point";
+  for (std::uint32_t op : std::initializer_list<std::uint32_t>{XDEV_OP_SUM_AXIS, XDEV_OP_GATHER, XDEV_OP_RNG,
+                                                               XDEV_OP_CONVERT, XDEV_OP_COUNT, 1000})
+    EXPECT_EQ(api.op_dtypes(c.backend, op), 0u) << "op " << op;
+
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  Client a(abi.api);
+  EXPECT_EQ(abi.api->op_dtypes(a.backend, XDEV_OP_FILL), 1u << XDEV_DTYPE_I32) << "a non-template fill: i32 only";
+  EXPECT_EQ(abi.api->scale, nullptr);
+}
+
+TEST(DefinePlugin, CapabilitiesComeFromTheTypedListOrTheRuntimeHook) {
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  Client c(ref.api);
+  const xdev_capabilities* caps = nullptr;
+  Errors err;
+  ASSERT_EQ(ref.api->capabilities(c.backend, &caps, &err.c), XDEV_OK);
+  ASSERT_NE(caps, nullptr);
+  EXPECT_EQ(caps->struct_size, sizeof(xdev_capabilities));
+  EXPECT_EQ(xdev::plugin::detail::from_c(*caps, "REF"), xdev_ref::Ref::capabilities::set);
+  EXPECT_EQ(caps->priority, -200);
+  EXPECT_EQ(caps->max_inflight, 16u);
+
+  // ABITEST has runtime_capabilities(): max_inflight from the client options, priority = the
+  // number of times its initialize hook ran, which must be once however often the entry is called.
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  const xdev_host_info host{sizeof(xdev_host_info), XDEV_ABI_MAJOR, XDEV_ABI_MINOR, "0.1.0", nullptr, nullptr};
+  EXPECT_EQ(abi.api->initialize(&host, &err.c), XDEV_OK);
+  EXPECT_EQ(abi.api->initialize(&host, &err.c), XDEV_OK);
+  const xdev_client_options options = xdev::plugin::detail::to_c(xdev::plugin::ClientOptions{.max_inflight = 5});
+  Client a(abi.api, &options);
+  ASSERT_EQ(abi.api->capabilities(a.backend, &caps, &err.c), XDEV_OK);
+  EXPECT_EQ(caps->max_inflight, 5u);
+  EXPECT_EQ(caps->priority, 1) << "the initialize hook must run once";
+  Client d(abi.api);  // no options: the defaults
+  ASSERT_EQ(abi.api->capabilities(d.backend, &caps, &err.c), XDEV_OK);
+  EXPECT_EQ(caps->max_inflight, 7u);
+}
+
+TEST(DefinePlugin, AnArgsStructSmallerThanThePluginKnowsIsRejectedALargerOneAccepted) {
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  Completions rejected, accepted;
+  {
+    Client c(ref.api);  // destroyed at the end of this block, after delivering every completion
+    Errors err;
+    xdev_memory x = 0;
+    ASSERT_EQ(ref.api->allocate(c.backend, 0, 64, &x, &err.c), XDEV_OK) << err.message;
+
+    xdev_fill_args small = fill_args(XDEV_DTYPE_I32, x, 16, 7);
+    small.struct_size = 16;
+    const xdev_completion rc = rejected.c();
+    EXPECT_EQ(ref.api->fill(c.backend, 0, &small, &rc, &err.c), XDEV_ERR_INCOMPATIBLE_ABI);
+    EXPECT_EQ(err.calls, 1);
+    EXPECT_EQ(err.code, XDEV_ERR_INCOMPATIBLE_ABI);
+    EXPECT_EQ(err.message,
+              "xdev_fill_args: expected at least " + std::to_string(sizeof(xdev_fill_args)) + " bytes, got 16");
+
+    // A newer host's struct, with a field this plugin does not know: accepted, the extra ignored.
+    struct {
+      xdev_fill_args args;
+      std::uint64_t field_of_a_newer_minor;
+    } larger{fill_args(XDEV_DTYPE_I32, x, 16, 7), ~std::uint64_t{0}};
+    larger.args.struct_size = sizeof larger;
+    const xdev_completion ac = accepted.c();
+    ASSERT_EQ(ref.api->fill(c.backend, 0, &larger.args, &ac, &err.c), XDEV_OK);
+    ASSERT_TRUE(accepted.wait());
+    EXPECT_EQ(accepted.code, XDEV_OK) << accepted.message;
+    EXPECT_EQ(read_i32(c, x, 16), std::vector<std::int32_t>(16, 7));
+    ref.api->deallocate(c.backend, 0, x, 64);
+  }
+  EXPECT_EQ(rejected.count(), 0) << "an entry that returns an error never completes";
+  EXPECT_EQ(accepted.count(), 1);
+}
+
+TEST(DefinePlugin, EveryIncomingStructIsChecked) {
+  const auto ref = load(plugin_abi_test::ref_plugin, false);
+  Errors err;
+  const xdev_host_info old_host{8, XDEV_ABI_MAJOR, XDEV_ABI_MINOR, "0.1.0", nullptr, nullptr};
+  EXPECT_EQ(ref.api->initialize(&old_host, &err.c), XDEV_ERR_INCOMPATIBLE_ABI);
+  EXPECT_THAT(err.message, HasSubstr("xdev_host_info: expected at least " + std::to_string(sizeof(xdev_host_info)) +
+                                     " bytes, got 8"));
+  const xdev_host_info other_major{sizeof(xdev_host_info), 2, 0, "9.0.0", nullptr, nullptr};
+  EXPECT_EQ(ref.api->initialize(&other_major, &err.c), XDEV_ERR_INCOMPATIBLE_ABI);
+  EXPECT_THAT(err.message, HasSubstr("ABI 2.0"));
+
+  xdev_client_options options = xdev::plugin::detail::to_c(xdev::plugin::ClientOptions{});
+  options.struct_size = 12;
+  void* backend = nullptr;
+  EXPECT_EQ(ref.api->create(&options, &backend, &err.c), XDEV_ERR_INCOMPATIBLE_ABI);
+  EXPECT_EQ(err.message,
+            "xdev_client_options: expected at least " + std::to_string(sizeof(xdev_client_options)) + " bytes, got 12");
+  EXPECT_EQ(backend, nullptr);
+
+  Client c(ref.api);
+  xdev_memory x = 0;
+  ASSERT_EQ(ref.api->allocate(c.backend, 0, 64, &x, &err.c), XDEV_OK);
+  Completions done;
+  xdev_completion old_completion = done.c();
+  old_completion.struct_size = 8;
+  const xdev_fill_args a = fill_args(XDEV_DTYPE_I32, x, 4, 1);
+  EXPECT_EQ(ref.api->fill(c.backend, 0, &a, &old_completion, &err.c), XDEV_ERR_INCOMPATIBLE_ABI);
+  EXPECT_EQ(err.message,
+            "xdev_completion: expected at least " + std::to_string(sizeof(xdev_completion)) + " bytes, got 8");
+
+  const xdev_completion dc = done.c();
+  const xdev_host_task old_task{4, nullptr, nullptr};
+  EXPECT_EQ(ref.api->execute(c.backend, 0, &old_task, &dc, &err.c), XDEV_ERR_INCOMPATIBLE_ABI);
+  EXPECT_THAT(err.message, HasSubstr("xdev_host_task: expected at least"));
+  EXPECT_EQ(ref.api->fill(c.backend, 0, nullptr, &dc, &err.c), XDEV_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(ref.api->fill(c.backend, 0, &a, nullptr, &err.c), XDEV_ERR_INVALID_ARGUMENT);
+  xdev_fill_args bad_dtype = a;
+  bad_dtype.dtype = 12;
+  EXPECT_EQ(ref.api->fill(c.backend, 0, &bad_dtype, &dc, &err.c), XDEV_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(err.message, HasSubstr("dtype value 12"));
+  xdev_scale_args half{sizeof(xdev_scale_args), XDEV_DTYPE_F16, x, 4, 0};
+  EXPECT_EQ(ref.api->scale(c.backend, 0, &half, &dc, &err.c), XDEV_ERR_UNIMPLEMENTED);
+  EXPECT_THAT(err.message, HasSubstr("scale is not implemented for f16"));
+  ref.api->deallocate(c.backend, 0, x, 64);
+  EXPECT_EQ(done.count(), 0);
+}
+
+TEST(DefinePlugin, ExceptionsBecomeStatusCodesAndMessages) {
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  Client c(abi.api);
+  Errors err;
+  xdev_memory x = 0;
+  ASSERT_EQ(abi.api->allocate(c.backend, 0, 64, &x, &err.c), XDEV_OK);
+  EXPECT_EQ(x, 1u) << "ABITEST's 4-byte handles travel as their bits";
+
+  struct Case {
+    std::uint64_t value;
+    xdev_status code;
+    const char* message;
+  };
+  for (const Case& k : {Case{13, XDEV_ERR_UNAVAILABLE, "ABITEST refuses to fill with 13"},  // xdev::error: its errc
+                        Case{15, XDEV_ERR_INTERNAL, "fill 15 exploded"},                    // anything else: internal
+                        Case{16, XDEV_ERR_OUT_OF_MEMORY, "std::bad_alloc"}}) {              // bad_alloc: out_of_memory
+    Errors e;
+    Completions done;
+    const xdev_completion dc = done.c();
+    const xdev_fill_args a = fill_args(XDEV_DTYPE_I32, x, 4, k.value);
+    EXPECT_EQ(abi.api->fill(c.backend, 0, &a, &dc, &e.c), k.code) << k.value;
+    EXPECT_EQ(e.calls, 1);
+    EXPECT_EQ(e.message, k.message);
+    EXPECT_EQ(done.count(), 0) << "a failed entry never completes";
+  }
+  xdev_memory none = 0;
+  EXPECT_EQ(abi.api->allocate(c.backend, 0, 0xBAD, &none, &err.c), XDEV_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(none, 0u);
+}
+
+TEST(DefinePlugin, TheCompletionIsCalledExactlyOnce) {
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  Client c(abi.api);
+  Errors err;
+  xdev_memory x = 0;
+  ASSERT_EQ(abi.api->allocate(c.backend, 0, 64, &x, &err.c), XDEV_OK);
+  struct Case {
+    std::uint64_t value;
+    xdev_status code;
+    const char* message;
+  };
+  for (const Case& k :
+       {Case{14, XDEV_ERR_CANCELLED, "fill with 14 was cancelled"},  // completed with an exception
+        Case{17, XDEV_ERR_INTERNAL, "the backend destroyed the completion of an operation without calling it"},
+        Case{18, XDEV_OK, ""},  // completed, then threw: the completion stands
+        Case{3, XDEV_OK, ""}}) {
+    Errors e;
+    Completions done;
+    const xdev_completion dc = done.c();
+    const xdev_fill_args a = fill_args(XDEV_DTYPE_I32, x, 4, k.value);
+    EXPECT_EQ(abi.api->fill(c.backend, 0, &a, &dc, &e.c), XDEV_OK) << k.value << ": " << e.message;
+    EXPECT_EQ(done.count(), 1) << k.value;
+    EXPECT_EQ(done.code, k.code) << k.value;
+    EXPECT_EQ(done.message, k.message) << k.value;
+  }
+  EXPECT_EQ(read_i32(c, x, 4), std::vector<std::int32_t>(4, 3));
+}
+
+}  // namespace
