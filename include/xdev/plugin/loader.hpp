@@ -1,0 +1,620 @@
+/// \file
+/// The plugin loader: finds xdev plugins (shared libraries exporting `xdev_plugin_entry_v1`) in
+/// the search path, loads and initializes them without ever letting a bad file crash the
+/// process, and owns each through `std::shared_ptr<Library>` (docs/plugins.md, "Discovery and
+/// loading").
+///
+/// ```cpp
+/// auto found = xdev::plugin::discover();            // XDEV_PLUGIN_PATH, then the installed directory
+/// std::cout << found.report();                      // what xdev-info prints
+/// auto ref = xdev::plugin::find("REF");             // or load("/abs/path/libxdev_plugin_ref.so")
+/// const xdev_plugin_api& api = ref->api();          // validated and initialized
+/// ```
+///
+/// Boost.DLL enters xdev through this header (and its detail/ headers) only.
+#pragma once
+
+#include <xdev/plugin/abi.h>
+#include <xdev/core/error.hpp>
+#include <xdev/plugin/detail/loader_inspect.hpp>
+#include <xdev/plugin/detail/loader_state.hpp>
+#include <xdev/plugin/plugin_backend.hpp>
+#include <xdev/plugin/search_path.hpp>
+
+#include <boost/dll/shared_library.hpp>
+#include <boost/dll/shared_library_load_mode.hpp>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace xdev::plugin {
+
+/// The file-name suffix of plugin candidates. Only files whose name ends with it are considered;
+/// versioned names (`libfoo.so.1`) are not. ".so" on Linux and other ELF systems (the tested
+/// platform), ".dylib" on macOS.
+#if defined(__APPLE__)
+inline constexpr std::string_view plugin_file_suffix = ".dylib";
+#else
+inline constexpr std::string_view plugin_file_suffix = ".so";
+#endif
+
+// ---- diagnostics ----------------------------------------------------------------------------
+
+/// How much a diagnostic matters. The default sink prints `warning` and `error` only.
+enum class Severity {
+  verbose,  ///< report detail: files that are not plugins, plugins loaded, missing installed directory
+  info,     ///< a plugin's own informational message (`xdev_host_info::log`, level 0)
+  warning,  ///< something was skipped: a failed or incompatible plugin, an ignored search directory
+  error,    ///< a plugin's own error message (`xdev_host_info::log`, level 2)
+};
+
+/// One loader diagnostic: one line, without the "xdev: " prefix the default sink adds.
+struct Diagnostic {
+  Severity severity = Severity::warning;  ///< how much it matters
+  std::string message;                    ///< e.g. `skipped "/p/libx.so": built for plugin ABI 2, ...`
+};
+
+/// Receives every loader diagnostic. May be called from any thread (plugins log from their own),
+/// so it must be thread-safe; it must not throw (exceptions are swallowed).
+using DiagnosticSink = std::function<void(const Diagnostic&)>;
+
+/// The default sink: writes warnings and errors to stderr as one line each, `xdev: <message>`.
+inline void default_diagnostic_sink(const Diagnostic& diagnostic) {
+  if (diagnostic.severity < Severity::warning) return;
+  const std::string line = "xdev: " + diagnostic.message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+namespace detail {
+
+inline std::mutex& sink_mutex() {
+  static auto* const mutex = new std::mutex;
+  return *mutex;
+}
+
+inline std::shared_ptr<const DiagnosticSink>& installed_sink() {
+  static auto* const sink = new std::shared_ptr<const DiagnosticSink>;
+  return *sink;
+}
+
+/// Sends one diagnostic to the installed sink (outside the sink lock, so a sink may log itself).
+inline void diagnose(Severity severity, std::string message) noexcept {
+  try {
+    std::shared_ptr<const DiagnosticSink> sink;
+    {
+      std::lock_guard lock(sink_mutex());
+      sink = installed_sink();
+    }
+    const Diagnostic diagnostic{severity, std::move(message)};
+    if (sink && *sink)
+      (*sink)(diagnostic);
+    else
+      default_diagnostic_sink(diagnostic);
+  } catch (...) {
+    // A diagnostic must never turn into a failure of the load that produced it.
+  }
+}
+
+/// `xdev_host_info::log`: a plugin's message, prefixed with its name, to the sink.
+inline void plugin_log(void* context, std::int32_t level, const char* message) noexcept {
+  try {
+    const auto* prefix = static_cast<const std::string*>(context);
+    const Severity severity = level <= 0 ? Severity::info : level == 1 ? Severity::warning : Severity::error;
+    diagnose(severity, (prefix != nullptr ? *prefix : std::string("plugin")) + ": " +
+                           (message != nullptr ? message : "(null message)"));
+  } catch (...) {
+  }
+}
+
+struct LibraryAccess;
+
+}  // namespace detail
+
+/// Installs `sink` for every loader diagnostic and returns the previous one (an empty function
+/// when it was the default). An empty `sink` restores the default (`default_diagnostic_sink`).
+/// Thread-safe.
+inline DiagnosticSink set_diagnostic_sink(DiagnosticSink sink) {
+  auto next = sink ? std::make_shared<const DiagnosticSink>(std::move(sink)) : nullptr;
+  std::shared_ptr<const DiagnosticSink> previous;
+  {
+    std::lock_guard lock(detail::sink_mutex());
+    previous = std::exchange(detail::installed_sink(), std::move(next));
+  }
+  return previous ? *previous : DiagnosticSink{};
+}
+
+// ---- one loaded plugin -----------------------------------------------------------------------
+
+/// A loaded plugin: its library is mapped, its table passed the ABI checks and its `initialize`
+/// succeeded (once per mapped image, whoever loaded it). Immutable and thread-safe.
+///
+/// Always held through `std::shared_ptr<Library>`; every object created through the plugin keeps
+/// a copy (`PluginBackend` takes it as its `std::shared_ptr<void>` keep-alive), so the library is
+/// unloaded only after the last of them is gone, and never when the table's `flags` contain
+/// `XDEV_PLUGIN_NEVER_UNLOAD` (the loader then keeps one reference for the process's lifetime).
+class Library {
+ public:
+  Library(const Library&) = delete;
+  Library& operator=(const Library&) = delete;
+
+  /// Unloads the library (`dlclose`). Never called for a never-unload plugin.
+  ~Library() {
+    std::lock_guard lock(slot_->mutex);
+    library_.unload();
+  }
+
+  /// The file it was loaded from: absolute, as first asked for.
+  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+  /// The device type it provides, as its table names it ("REF"): what `XDEV_DEVICE` selects.
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// The plugin's own version, free form ("" when the table has none).
+  [[nodiscard]] const std::string& version() const noexcept { return version_; }
+  /// What it runs on, free form ("" when the table has none).
+  [[nodiscard]] const std::string& platform() const noexcept { return platform_; }
+  /// The table's ABI minor (the major is always XDEV_ABI_MAJOR); may be newer than XDEV_ABI_MINOR.
+  [[nodiscard]] std::uint32_t abi_minor() const noexcept { return api_->abi_minor; }
+  /// True when the table's flags contain XDEV_PLUGIN_NEVER_UNLOAD.
+  [[nodiscard]] bool never_unload() const noexcept { return (api_->flags & XDEV_PLUGIN_NEVER_UNLOAD) != 0; }
+  /// The validated table. Fields past the XDEV_ABI_MINOR layout must not be read; calling its
+  /// entries follows the rules of <xdev/plugin/abi.h>.
+  [[nodiscard]] const xdev_plugin_api& api() const noexcept { return *api_; }
+
+ private:
+  friend struct detail::LibraryAccess;
+
+  Library(std::filesystem::path path, std::shared_ptr<detail::LoadSlot> slot, boost::dll::shared_library library,
+          const xdev_plugin_api* api)
+      : path_(std::move(path)),
+        name_(api->name),
+        version_(api->version != nullptr ? api->version : ""),
+        platform_(api->platform != nullptr ? api->platform : ""),
+        slot_(std::move(slot)),
+        library_(std::move(library)),
+        api_(api) {}
+
+  std::filesystem::path path_;
+  std::string name_;
+  std::string version_;
+  std::string platform_;
+  std::shared_ptr<detail::LoadSlot> slot_;
+  boost::dll::shared_library library_;
+  const xdev_plugin_api* api_;
+};
+
+namespace detail {
+
+/// `"/p/libx.so"` for messages.
+inline std::string quoted(const std::filesystem::path& path) {
+  return "\"" + path.string() + "\"";
+}
+
+/// The start of every load error: `cannot load xdev plugin "/p/libx.so"`.
+inline std::string cannot_load(const std::filesystem::path& path) {
+  return "cannot load xdev plugin " + quoted(path);
+}
+
+/// The message `e` was constructed with: `what()` without the ": <code description>" that
+/// `std::system_error` appends.
+inline std::string message_of(const error& e) {
+  std::string text = e.what();
+  const std::string suffix = ": " + e.code().message();
+  if (text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0)
+    text.resize(text.size() - suffix.size());
+  return text;
+}
+
+/// Decides, from a validated table, that the library must not be initialized (a duplicate name,
+/// not the name asked for); returns the reason, or "" to go on.
+using Veto = std::function<std::string(const xdev_plugin_api&)>;
+
+/// The result of `acquire`: a library, or the veto's reason.
+struct Acquired {
+  std::shared_ptr<Library> library;  ///< null when vetoed
+  std::string name;                  ///< the table's name
+  std::string vetoed;                ///< the veto's reason
+};
+
+struct LibraryAccess {
+  static std::shared_ptr<Library> make(std::filesystem::path path, std::shared_ptr<LoadSlot> slot,
+                                       boost::dll::shared_library library, const xdev_plugin_api* api) {
+    return std::shared_ptr<Library>(new Library(std::move(path), std::move(slot), std::move(library), api));
+  }
+};
+
+/// The plugin's `initialize`, once for the image now mapped (the caller holds the slot's lock).
+/// \throws xdev::error with the plugin's code and message.
+inline void initialize_once(LoadSlot& slot, const xdev_plugin_api& api, const std::filesystem::path& path) {
+  if (slot.image_initialized) return;
+  slot.log_prefix = std::make_unique<std::string>("plugin " + std::string(api.name));
+  xdev_host_info host{};
+  host.struct_size = sizeof(xdev_host_info);
+  host.abi_major = XDEV_ABI_MAJOR;
+  host.abi_minor = XDEV_ABI_MINOR;
+  host.xdev_version = host_version();
+  host.log_context = slot.log_prefix.get();
+  host.log = &plugin_log;
+  ErrorSink sink;
+  xdev_status status = XDEV_OK;
+  try {
+    status = api.initialize(&host, &sink.c);
+  } catch (...) {  // a hand-written C++ table whose initialize throws (see the entry above)
+    throw error(errc::internal, "cannot initialize xdev plugin " + std::string(api.name) + " (" + quoted(path) +
+                                    "): its initialize threw a C++ exception across the C boundary");
+  }
+  if (status != XDEV_OK)
+    throw error(errc_of(status), "cannot initialize xdev plugin " + std::string(api.name) + " (" + quoted(path) +
+                                     "): " + status_text(status, sink.text()));
+  slot.image_initialized = true;
+}
+
+/// Loads (or finds already loaded) the plugin file `path` (absolute, inspected as exporting
+/// XDEV_PLUGIN_ENTRY_NAME), validates its table, asks `veto`, then initializes it once.
+/// Every dlopen and dlclose of the file happens under its slot's lock. `name` receives the table's
+/// name as soon as the table passed its checks (so a caller knows whose `initialize` failed).
+/// \throws xdev::error naming the path and the reason (see `load`).
+inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std::string& name) {
+  std::error_code ec;
+  const auto canonical = std::filesystem::canonical(path, ec);
+  if (ec) throw error(errc::not_found, cannot_load(path) + ": " + ec.message());
+  const auto slot = slot_for(canonical);
+
+  Acquired result;
+  std::shared_ptr<Library> alive;  // released after the lock: it may be the last reference
+  std::lock_guard lock(slot->mutex);
+  alive = slot->library.lock();
+  if (alive) {
+    name = result.name = alive->name();
+    result.vetoed = veto ? veto(alive->api()) : std::string();
+    if (result.vetoed.empty()) result.library = alive;
+    return result;
+  }
+  if (slot->image_initialized && !image_resident(canonical)) slot->image_initialized = false;
+
+  boost::dll::shared_library library;
+  boost::dll::fs::error_code load_error;
+  // rtld_now: an unresolved symbol fails here, with the dynamic loader's text, rather than as a
+  // crash at the first call; rtld_local: one plugin's symbols never satisfy another's.
+  library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  if (load_error) {
+    const char* text = ::dlerror();  // Boost.DLL leaves dlopen's message in place on failure
+    throw error(errc::unavailable, cannot_load(path) + ": the dynamic loader refused it: " +
+                                       (text != nullptr ? std::string(text) : load_error.message()));
+  }
+  if (!library.has(XDEV_PLUGIN_ENTRY_NAME))
+    throw error(errc::incompatible_abi,
+                cannot_load(path) + ": it does not export " XDEV_PLUGIN_ENTRY_NAME " to the dynamic loader");
+  // The alias symbol is a data object holding the entry's address (BOOST_DLL_ALIAS).
+  const void* const entry_address = library.get<const void*>(XDEV_PLUGIN_ENTRY_NAME);
+  if (entry_address == nullptr)
+    throw error(errc::internal, cannot_load(path) + ": its " XDEV_PLUGIN_ENTRY_NAME " symbol holds a null address");
+  xdev_plugin_entry_fn entry = nullptr;
+  static_assert(sizeof(entry) == sizeof(entry_address));
+  std::memcpy(&entry, &entry_address, sizeof(entry));
+  // A C entry cannot throw; a C++ plugin written without XDEV_DEFINE_PLUGIN still might. Catch it
+  // here, while the library is loaded (the exception object lives in it), and keep only its text.
+  const xdev_plugin_api* api = nullptr;
+  try {
+    api = entry();
+  } catch (const std::exception& e) {
+    throw error(
+        errc::incompatible_abi,
+        cannot_load(path) + ": its entry threw a C++ exception across the C boundary (" + std::string(e.what()) + ")");
+  } catch (...) {
+    throw error(errc::incompatible_abi,
+                cannot_load(path) + ": its entry threw a C++ exception across the C boundary (not a std::exception)");
+  }
+  plugin::check_table(api, cannot_load(path));  // versions, size, name, required entries; also a null table
+
+  name = result.name = api->name;
+  result.vetoed = veto ? veto(*api) : std::string();
+  if (!result.vetoed.empty()) return result;  // unloaded here, never initialized
+
+  initialize_once(*slot, *api, path);
+  result.library = LibraryAccess::make(path, slot, std::move(library), api);
+  slot->library = result.library;
+  if (result.library->never_unload()) {
+    auto& state = loader_state();
+    std::lock_guard forever_lock(state.forever_mutex);
+    state.forever.push_back(result.library);
+  }
+  return result;
+}
+
+/// The candidate files of directory `dir` (name ending with `plugin_file_suffix`, any type),
+/// sorted by file name; a problem with the directory itself goes to `problem`.
+inline std::vector<std::filesystem::path> list_candidates(const std::filesystem::path& dir, std::string& problem) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    problem = "does not exist";
+    return files;
+  }
+  if (!std::filesystem::is_directory(status)) {
+    problem = "is not a directory";
+    return files;
+  }
+  std::filesystem::directory_iterator it(dir, ec);
+  if (ec) {
+    problem = "cannot be read (" + ec.message() + ")";
+    return files;
+  }
+  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string file_name = it->path().filename().string();
+    if (file_name.size() > plugin_file_suffix.size() &&
+        std::string_view(file_name).substr(file_name.size() - plugin_file_suffix.size()) == plugin_file_suffix)
+      files.push_back(it->path());
+  }
+  if (ec) problem = "could not be read completely (" + ec.message() + ")";
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.filename().native() < b.filename().native(); });
+  return files;
+}
+
+}  // namespace detail
+
+/// Loads the plugin at `path`, or returns the one already loaded from that file (concurrent calls
+/// get the same `Library`). The file is inspected first and only dlopen'ed when it exports
+/// `xdev_plugin_entry_v1`; its table is checked before any other plugin function runs; then
+/// `initialize` runs once per process (per mapped image).
+/// \throws xdev::error whose message names the path and the reason:
+///   - `errc::invalid_argument`: `path` is relative (bare names are never handed to the dynamic
+///     loader) or not a regular file;
+///   - `errc::not_found`: no such file;
+///   - `errc::incompatible_abi`: not an xdev plugin, or a plugin of another ABI major (never
+///     loaded);
+///   - `errc::unavailable`: the dynamic loader refused it (its dlerror text: an unresolved symbol,
+///     a missing dependency, another architecture);
+///   - `errc::internal`: the entry symbol holds a null address;
+///   - what `check_table` throws for the table (`errc::incompatible_abi`, also for a null table;
+///     `errc::invalid_argument` for a malformed name);
+///   - the plugin's own code and message when `initialize` fails.
+inline std::shared_ptr<Library> load(const std::filesystem::path& path) {
+  if (path.empty() || !path.is_absolute())
+    throw error(errc::invalid_argument, "cannot load xdev plugin " + detail::quoted(path) +
+                                            ": not an absolute path (plugins are only loaded from absolute paths)");
+  const auto file = path.lexically_normal();
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) throw error(errc::not_found, detail::cannot_load(file) + ": no such file");
+  if (!std::filesystem::is_regular_file(file, ec))
+    throw error(errc::invalid_argument, detail::cannot_load(file) + ": not a regular file");
+  const auto inspection = detail::inspect_file(file);
+  if (inspection.kind == detail::FileKind::other_major)
+    throw error(errc::incompatible_abi, detail::cannot_load(file) + ": built for plugin ABI " +
+                                            std::to_string(inspection.other_major) + ", this xdev speaks " +
+                                            std::to_string(XDEV_ABI_MAJOR));
+  if (inspection.kind == detail::FileKind::not_a_plugin)
+    throw error(errc::incompatible_abi, detail::cannot_load(file) + ": not an xdev plugin (" + inspection.reason +
+                                            "); a plugin is a shared library exporting " XDEV_PLUGIN_ENTRY_NAME);
+  std::string name;
+  return detail::acquire(file, {}, name).library;
+}
+
+// ---- discovery -------------------------------------------------------------------------------
+
+/// What discovery did with one candidate file.
+enum class CandidateStatus {
+  loaded,        ///< validated and initialized: `Candidate::library` is set
+  not_a_plugin,  ///< not a shared library, or one without the entry symbol: never loaded
+  other_abi,     ///< exports only the entry of another ABI major: never loaded
+  duplicate,     ///< a plugin of the same name came earlier in the search path: not initialized
+  failed,        ///< looked like a plugin of this ABI but could not be loaded, validated or initialized
+};
+
+/// "loaded", "not a plugin", "other ABI", "duplicate" or "failed".
+[[nodiscard]] inline std::string_view to_string(CandidateStatus status) noexcept {
+  switch (status) {
+    case CandidateStatus::loaded:
+      return "loaded";
+    case CandidateStatus::not_a_plugin:
+      return "not a plugin";
+    case CandidateStatus::other_abi:
+      return "other ABI";
+    case CandidateStatus::duplicate:
+      return "duplicate";
+    case CandidateStatus::failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+/// One file discovery looked at (its name ends with `plugin_file_suffix`).
+struct Candidate {
+  std::filesystem::path path;                              ///< absolute
+  CandidateStatus status = CandidateStatus::not_a_plugin;  ///< what happened to it
+  std::string name;                  ///< the table's name, when it was read (loaded, duplicate, failed in initialize)
+  std::string reason;                ///< why it was not loaded (the full error message when failed); "" when loaded
+  std::error_code error;             ///< other_abi and failed: the xdev::errc; otherwise empty
+  std::shared_ptr<Library> library;  ///< loaded: the plugin
+};
+
+/// The outcome of `discover`: every candidate in search order (directories in search-path order,
+/// files by name within one), with a status each.
+struct Discovery {
+  SearchPath search_path;             ///< what was searched
+  std::vector<std::string> notes;     ///< ignored search-path entries and unusable directories
+  std::vector<Candidate> candidates;  ///< every candidate file, in search order
+
+  /// The loaded plugins, in search order (at most one per name).
+  [[nodiscard]] std::vector<std::shared_ptr<Library>> plugins() const {
+    std::vector<std::shared_ptr<Library>> out;
+    for (const auto& c : candidates)
+      if (c.library) out.push_back(c.library);
+    return out;
+  }
+
+  /// The loaded plugin named `name`, or null.
+  [[nodiscard]] std::shared_ptr<Library> find(std::string_view name) const {
+    for (const auto& c : candidates)
+      if (c.library && c.library->name() == name) return c.library;
+    return nullptr;
+  }
+
+  /// A human-readable report, one line per directory, note and candidate (what xdev-info prints):
+  /// ```text
+  /// plugin search path:
+  ///   /opt/p (XDEV_PLUGIN_PATH)
+  /// notes:
+  ///   XDEV_PLUGIN_PATH entry 2 "rel" is not an absolute path: ignored (...)
+  /// candidates:
+  ///   loaded        /opt/p/libxdev_plugin_ref.so: REF 1.0 (ABI 1.1) on "host"
+  ///   not a plugin  /opt/p/libfoo.so: exports no xdev_plugin_entry_v1
+  /// ```
+  [[nodiscard]] std::string report() const {
+    std::string out = "plugin search path:";
+    if (search_path.empty()) out += " (empty)";
+    out += '\n';
+    for (const auto& dir : search_path.directories())
+      out += "  " + dir.path.string() + " (" + std::string(to_string(dir.origin)) + ")\n";
+    if (!notes.empty()) {
+      out += "notes:\n";
+      for (const auto& note : notes) out += "  " + note + "\n";
+    }
+    out += "candidates:";
+    if (candidates.empty()) out += " (none)";
+    out += '\n';
+    for (const auto& c : candidates) {
+      std::string status(to_string(c.status));
+      status.resize(std::max<std::size_t>(status.size() + 1, 14), ' ');
+      out += "  " + status + c.path.string() + ": ";
+      if (c.library) {
+        const auto& lib = *c.library;
+        out += lib.name() + (lib.version().empty() ? "" : " " + lib.version()) + " (ABI " +
+               std::to_string(XDEV_ABI_MAJOR) + "." + std::to_string(lib.abi_minor()) + ")";
+        if (!lib.platform().empty()) out += " on \"" + lib.platform() + "\"";
+      } else {
+        // A load error starts with the path this line already shows.
+        const std::string prefix = detail::cannot_load(c.path) + ": ";
+        out += c.reason.compare(0, prefix.size(), prefix) == 0 ? c.reason.substr(prefix.size()) : c.reason;
+      }
+      out += '\n';
+    }
+    return out;
+  }
+};
+
+namespace detail {
+
+/// Runs discovery over `path`. With `wanted`, stops at the first plugin of that name and
+/// initializes no other plugin (`find`); otherwise loads every plugin, first name wins.
+inline Discovery run_discovery(const SearchPath& path, std::optional<std::string_view> wanted) {
+  Discovery found;
+  found.search_path = path;
+  for (const auto& warning : path.warnings()) {
+    found.notes.push_back(warning);
+    diagnose(Severity::warning, warning);
+  }
+  std::map<std::string, std::filesystem::path, std::less<>> first_of_name;
+  for (const auto& dir : path.directories()) {
+    std::string problem;
+    const auto files = list_candidates(dir.path, problem);
+    if (!problem.empty()) {
+      std::string note = "plugin directory " + quoted(dir.path) + " (" + std::string(to_string(dir.origin)) + ") " +
+                         problem + ": skipped";
+      diagnose(dir.origin == SearchOrigin::installed ? Severity::verbose : Severity::warning, note);
+      found.notes.push_back(std::move(note));
+    }
+    for (const auto& file : files) {
+      Candidate c;
+      c.path = file;
+      const auto inspection = inspect_file(file);
+      if (inspection.kind == FileKind::not_a_plugin) {
+        c.reason = inspection.reason;
+        diagnose(Severity::verbose, "skipped " + quoted(file) + ": not an xdev plugin (" + c.reason + ")");
+      } else if (inspection.kind == FileKind::other_major) {
+        c.status = CandidateStatus::other_abi;
+        c.error = errc::incompatible_abi;
+        c.reason = "built for plugin ABI " + std::to_string(inspection.other_major) + ", this xdev speaks " +
+                   std::to_string(XDEV_ABI_MAJOR);
+        diagnose(Severity::warning, "skipped " + quoted(file) + ": " + c.reason);
+      } else {
+        const Veto veto = [&](const xdev_plugin_api& api) -> std::string {
+          if (wanted) return api.name == *wanted ? std::string() : std::string("not the plugin asked for");
+          const auto it = first_of_name.find(std::string_view(api.name));
+          if (it == first_of_name.end()) return {};
+          return "plugin name " + std::string(api.name) + " is already taken by " + quoted(it->second) +
+                 " (the first in the search path wins)";
+        };
+        try {
+          auto acquired = acquire(file, veto, c.name);
+          c.name = acquired.name;
+          if (acquired.library) {
+            c.status = CandidateStatus::loaded;
+            c.library = std::move(acquired.library);
+            first_of_name.emplace(c.name, file);
+            diagnose(Severity::verbose, "loaded plugin " + c.name + " from " + quoted(file));
+          } else {
+            c.status = CandidateStatus::duplicate;
+            c.reason = std::move(acquired.vetoed);
+            if (!wanted) diagnose(Severity::warning, "skipped " + quoted(file) + ": " + c.reason);
+          }
+        } catch (const error& e) {
+          c.status = CandidateStatus::failed;
+          c.error = e.code();
+          c.reason = message_of(e);
+          diagnose(Severity::warning, c.reason);
+        }
+      }
+      found.candidates.push_back(std::move(c));
+      if (wanted && found.candidates.back().library) return found;
+    }
+  }
+  return found;
+}
+
+}  // namespace detail
+
+/// Discovers the plugins of `path` (by default the process's `search_path()`): lists every
+/// directory's files ending with `plugin_file_suffix`, in file-name order, inspects each without
+/// loading it, and loads and initializes those exporting `xdev_plugin_entry_v1`. A plugin whose
+/// name was already loaded from earlier in the search path is skipped without being initialized
+/// (the first that loads wins; a failed plugin does not take its name).
+/// Never throws for a bad file or directory: each skipped or failed candidate gets one diagnostic
+/// (files that are not plugins only a verbose one) and a status in the result.
+[[nodiscard]] inline Discovery discover(const SearchPath& path = search_path()) {
+  return detail::run_discovery(path, std::nullopt);
+}
+
+/// The plugin named `name` (its table's `name`, e.g. "REF"): the first one in `path`, loaded and
+/// initialized. Candidates before it are opened to read their names but not initialized.
+/// \throws xdev::error: the plugin's own error when its `initialize` fails; otherwise
+///         `errc::not_found`, naming the search path, the plugins that were found and every
+///         candidate that could not be loaded (a broken plugin's name is unknown until it loads).
+inline std::shared_ptr<Library> find(std::string_view name, const SearchPath& path = search_path()) {
+  Discovery found = detail::run_discovery(path, name);
+  std::string others;
+  std::string failures;
+  for (const auto& c : found.candidates) {
+    if (c.library) return c.library;
+    if (c.status == CandidateStatus::failed) {
+      // The plugin asked for failed after its table was read (in `initialize`): that is the error.
+      if (c.name == name) throw error(static_cast<errc>(c.error.value()), c.reason);
+      failures += "; " + c.reason;
+    } else if (c.status == CandidateStatus::duplicate) {
+      others += (others.empty() ? "" : ", ") + c.name;
+    } else if (c.status == CandidateStatus::other_abi) {
+      failures += "; " + detail::quoted(c.path) + " " + c.reason;
+    }
+  }
+  throw error(errc::not_found, "no xdev plugin named \"" + std::string(name) + "\" in the plugin search path \"" +
+                                   path.to_string() + "\" (XDEV_PLUGIN_PATH, then the installed plugin directory)" +
+                                   (others.empty() ? "; found none" : "; found: " + others) + failures);
+}
+
+}  // namespace xdev::plugin

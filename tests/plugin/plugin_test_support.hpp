@@ -1,0 +1,140 @@
+// Helpers of the plugin tests: where the fixture plugins are, scratch directories, marker files
+// and a diagnostics capture.
+#pragma once
+
+#include <xdev/plugin/loader.hpp>
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xdev_test {
+
+namespace fs = std::filesystem;
+
+// A fixture directory: "good", "mixed", "dup1", "dup2", "neverunload" (see CMakeLists.txt).
+inline fs::path fixture_dir(std::string_view name) {
+  return fs::path(XDEV_TEST_FIXTURE_ROOT) / name;
+}
+
+// The fixture plugin file libxdev_plugin_<file>.so of directory `dir`.
+inline fs::path fixture_plugin(std::string_view dir, std::string_view file) {
+  return fixture_dir(dir) / ("libxdev_plugin_" + std::string(file) + ".so");
+}
+
+// True while the dynamic loader has `file` mapped (probe only: RTLD_NOLOAD never loads).
+inline bool is_mapped(const fs::path& file) {
+  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return false;
+  ::dlclose(handle);
+  return true;
+}
+
+// A fresh directory for this test (unique per process and test), removed at the end.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::path(XDEV_TEST_SCRATCH_ROOT) /
+            (std::string(info->test_suite_name()) + "." + info->name() + "." + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const fs::path& path() const { return path_; }
+  fs::path operator/(std::string_view name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+// Sets an environment variable for the scope, restoring its previous value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      ::setenv(name, value->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Points the fixtures' markers (XDEV_TEST_MARKER_DIR) at a scratch directory of this test.
+class Markers {
+ public:
+  Markers() : env_("XDEV_TEST_MARKER_DIR", dir_.path().string()) {}
+
+  // How many times fixture `tag` marked `what` ("initialize", "constructor"); 0 when never.
+  int count(std::string_view tag, std::string_view what) const {
+    std::ifstream in(dir_.path() / (std::string(tag) + "." + std::string(what)));
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    return lines;
+  }
+
+ private:
+  ScratchDir dir_;
+  ScopedEnv env_;
+};
+
+// Collects the loader's diagnostics for the scope (thread-safe), restoring the previous sink.
+class CapturedDiagnostics {
+ public:
+  CapturedDiagnostics()
+      : previous_(xdev::plugin::set_diagnostic_sink([this](const xdev::plugin::Diagnostic& d) {
+          std::lock_guard lock(mutex_);
+          all_.push_back(d);
+        })) {}
+  ~CapturedDiagnostics() { xdev::plugin::set_diagnostic_sink(previous_); }
+  CapturedDiagnostics(const CapturedDiagnostics&) = delete;
+  CapturedDiagnostics& operator=(const CapturedDiagnostics&) = delete;
+
+  std::vector<xdev::plugin::Diagnostic> all() const {
+    std::lock_guard lock(mutex_);
+    return all_;
+  }
+
+  // The diagnostics of `severity` whose message contains `text`.
+  std::vector<std::string> matching(xdev::plugin::Severity severity, std::string_view text) const {
+    std::vector<std::string> out;
+    for (const auto& d : all())
+      if (d.severity == severity && d.message.find(text) != std::string::npos) out.push_back(d.message);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<xdev::plugin::Diagnostic> all_;
+  xdev::plugin::DiagnosticSink previous_;
+};
+
+}  // namespace xdev_test
