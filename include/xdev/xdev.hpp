@@ -1,7 +1,12 @@
 /// \file
-/// The umbrella header: everything in xdev's core (not the optional MPI component).
+/// The umbrella header: everything in xdev's core. Not included (include them where needed): the
+/// GoogleTest harness (xdev/testing/), the MPI component (xdev/distributed/), and the parts that pull
+/// Boost.DLL: the plugin loader (xdev/plugin/loader.hpp), the registry and the accelerator functions
+/// (xdev/any/registry.hpp, xdev/any/accelerator.hpp); xdev/plugin/define.hpp is for plugin libraries.
 #pragma once
 
+#include <xdev/plugin/abi.h>
+#include <xdev/any/any_device.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/stream.hpp>
@@ -28,6 +33,8 @@
 #include <xdev/ops/host_kernels.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/ops/ops.hpp>
+#include <xdev/plugin/plugin_backend.hpp>
+#include <xdev/plugin/search_path.hpp>
 #include <xdev/policy/capabilities.hpp>
 #include <xdev/policy/capability_set.hpp>
 #include <xdev/policy/policies.hpp>

@@ -1,0 +1,409 @@
+/// \file
+/// `xdev::Registry`: every backend this process can use — the built-in host backend, backends the
+/// program registers, and the plugins found on the plugin search path — with the options their
+/// clients are created with, and the selection of the default backend (`XDEV_DEVICE`).
+///
+/// It mirrors PyTorch/XLA's DevicePlugin registry: per backend a library path, client-create
+/// options (including the in-flight bound), the physical device count, and hooks for single- and
+/// multi-process configuration. Clients are created lazily, once, on first use of a backend.
+///
+///     auto& reg = xdev::Registry::global();
+///     reg.set_options("REF", {.max_inflight = 4});          // before REF is first used
+///     for (const auto& b : reg.backends()) std::cout << b.name << ' ' << b.device_count << '\n';
+///     std::vector<xdev::AnyDevice> devs = reg.devices(reg.default_backend());
+///
+/// This header includes Boost.DLL (through the loader); code that only uses devices it is handed
+/// does not need it.
+#pragma once
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/core/env.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/device/runtime.hpp>
+#include <xdev/plugin/loader.hpp>
+#include <xdev/plugin/plugin_backend.hpp>
+#include <xdev/plugin/search_path.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace xdev {
+
+/// Options a backend's client is created with (PJRT's client-create options). Unset members take
+/// the defaults described on `RuntimeOptions`.
+struct BackendOptions {
+  /// In-flight bound of every device. Unset: `XDEV_MAX_INFLIGHT`, else the backend's capability.
+  std::optional<std::size_t> max_inflight = std::nullopt;
+  /// Bytes each device may have in use. Unset: the backend's `MemoryPerDevice` capability, if any.
+  std::optional<std::size_t> memory_limit = std::nullopt;
+
+  friend bool operator==(const BackendOptions&, const BackendOptions&) = default;
+};
+
+/// Where this process sits in a multi-process job (what `Registry::configure_multiprocess` takes).
+/// Single process: rank 0 of 1 everywhere.
+struct ProcessPlacement {
+  std::uint32_t local_rank = 0;        ///< index among the processes on this host
+  std::uint32_t local_world_size = 1;  ///< processes on this host
+  std::uint32_t global_rank = 0;       ///< index among all processes of the job
+  std::uint32_t global_world_size = 1;
+
+  friend bool operator==(const ProcessPlacement&, const ProcessPlacement&) = default;
+};
+
+/// What a backend's client is created from: its options and the process placement.
+struct ClientConfig {
+  BackendOptions options;
+  ProcessPlacement placement;
+};
+
+/// One backend the registry knows, as `Registry::backends()` lists it.
+struct BackendInfo {
+  std::string name;               ///< "HOST", "REF": what `XDEV_DEVICE` names
+  bool builtin = false;           ///< registered by the program (HOST is), not loaded from a plugin
+  std::filesystem::path library;  ///< the plugin's file; empty for a built-in backend
+  std::string version;            ///< the plugin's version; empty for a built-in backend
+  std::string platform;           ///< the plugin's platform string
+  BackendOptions options;         ///< what its client is (or will be) created with
+  bool available = false;         ///< its client was created and has at least one device
+  std::string why_unavailable;    ///< when not available: the error, or "no devices"
+  std::size_t device_count = 0;   ///< physical devices (0 when unavailable)
+  CapabilitySet capabilities;     ///< when available: the capabilities in force
+  int priority = 0;               ///< `capabilities.priority` (what default selection compares)
+};
+
+/// The backends of this process and the selection of the default one. Thread-safe. See the
+/// file comment for an example; `Registry::global()` is the process's registry, created on first
+/// use with HOST built in and plugins discovered from `XDEV_PLUGIN_PATH` and the installed plugin
+/// directory.
+class Registry {
+ public:
+  /// Creates a backend's devices from its client configuration (a built-in backend's factory).
+  /// The devices should own their runtime (`AnyDevice(dev, owner)`), so that they stay valid
+  /// after the registry is gone.
+  using Factory = std::function<std::vector<AnyDevice>(const ClientConfig&)>;
+
+  /// A registry with HOST built in and the plugins of `path` (discovered on first use).
+  explicit Registry(plugin::SearchPath path) : path_(std::move(path)) {
+    add_locked("HOST", host_factory(), /*replace=*/false);
+  }
+  /// A registry searching the process's plugin search path (`plugin::search_path()`).
+  Registry() : Registry(plugin::search_path()) {}
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  /// The process-wide registry (`accelerator::` functions and `xdev-info` use it).
+  static Registry& global() {
+    static Registry instance;
+    return instance;
+  }
+
+  /// Registers a backend built into the program under `name` (upper case letters, digits and
+  /// `_`, starting with a letter). A built-in backend shadows a plugin of the same name.
+  /// \throws xdev::error `errc::invalid_argument` for a malformed or already registered name.
+  void register_backend(std::string name, Factory factory) {
+    check_name(name, "Registry::register_backend");
+    std::lock_guard lock(mutex_);
+    add_locked(std::move(name), std::move(factory), /*replace=*/false);
+  }
+
+  /// Sets the options backend `name`'s client will be created with. Takes effect only before the
+  /// backend's first use: afterwards it is an error, since the client exists.
+  /// \throws xdev::error `errc::invalid_argument` for an invalid option, `errc::unavailable` when
+  ///         the client was already created.
+  void set_options(std::string_view name, BackendOptions options) {
+    if (options.max_inflight && (*options.max_inflight < 1 || *options.max_inflight > (std::size_t{1} << 20)))
+      throw error(errc::invalid_argument, "Registry::set_options(" + std::string(name) + "): max_inflight=" +
+                                              std::to_string(*options.max_inflight) + " is not in [1, 1048576]");
+    std::lock_guard lock(mutex_);
+    auto it = options_.find(std::string(name));
+    if (const Entry* e = find_locked(name); e && e->created)
+      throw error(errc::unavailable, "Registry::set_options(" + std::string(name) + "): the " + std::string(name) +
+                                         " client already exists; set its options before its first use");
+    if (it == options_.end())
+      options_.emplace(std::string(name), options);
+    else
+      it->second = options;
+  }
+
+  /// Single-process configuration (the default): every client created from now on takes all
+  /// local devices. \throws xdev::error `errc::unavailable` when a client already exists.
+  void configure_single_process() { configure(ProcessPlacement{}, "configure_single_process"); }
+
+  /// Multi-process configuration (PyTorch/XLA's `configure_multiprocess`): every client created
+  /// from now on is told this process's placement, so each local process takes its share of the
+  /// local devices.
+  /// \throws xdev::error `errc::invalid_argument` for an inconsistent placement (a rank not below
+  ///         its world size), `errc::unavailable` when a client already exists.
+  void configure_multiprocess(const ProcessPlacement& p) {
+    if (p.local_world_size == 0 || p.local_rank >= p.local_world_size || p.global_world_size == 0 ||
+        p.global_rank >= p.global_world_size || p.local_world_size > p.global_world_size)
+      throw error(errc::invalid_argument,
+                  "configure_multiprocess: inconsistent placement: local rank " + std::to_string(p.local_rank) +
+                      " of " + std::to_string(p.local_world_size) + ", global rank " + std::to_string(p.global_rank) +
+                      " of " + std::to_string(p.global_world_size) +
+                      " (each rank must be below its world size, and the local world within the global one)");
+    configure(p, "configure_multiprocess");
+  }
+
+  /// The placement clients are created with.
+  [[nodiscard]] ProcessPlacement placement() const {
+    std::lock_guard lock(mutex_);
+    return placement_;
+  }
+
+  /// The plugin discovery this registry made (searching on first call): what `xdev-info` reports.
+  [[nodiscard]] const plugin::Discovery& discovery() {
+    std::lock_guard lock(mutex_);
+    discover_locked();
+    return discovery_;
+  }
+
+  /// Every backend, creating each client once (a client that fails is listed unavailable with
+  /// its error, and reported once as a diagnostic). Ordered as default selection tries them:
+  /// highest priority first, ties by name.
+  [[nodiscard]] std::vector<BackendInfo> backends() {
+    std::lock_guard lock(mutex_);
+    discover_locked();
+    std::vector<BackendInfo> out;
+    for (auto& e : entries_) {
+      ensure_created_locked(e, /*asked=*/false);
+      out.push_back(info_locked(e));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const BackendInfo& a, const BackendInfo& b) {
+      return a.priority != b.priority ? a.priority > b.priority : a.name < b.name;
+    });
+    return out;
+  }
+
+  /// The names of every backend known (built-in and discovered), without creating clients.
+  [[nodiscard]] std::vector<std::string> names() {
+    std::lock_guard lock(mutex_);
+    discover_locked();
+    std::vector<std::string> out;
+    for (const auto& e : entries_) out.push_back(e.name);
+    return out;
+  }
+
+  /// The devices of backend `name` (matched ignoring case), creating its client on first use.
+  /// \throws xdev::error `errc::not_found` naming the backends that exist, or the backend's own
+  ///         error when its client cannot be created (a plugin asked for by name must work).
+  [[nodiscard]] std::vector<AnyDevice> devices(std::string_view name) {
+    std::lock_guard lock(mutex_);
+    discover_locked();
+    Entry* e = find_locked(name);
+    if (e == nullptr)
+      throw error(errc::not_found, "no backend named \"" + std::string(name) + "\"; " + available_locked());
+    ensure_created_locked(*e, /*asked=*/true);
+    return e->devices;
+  }
+
+  /// The default backend's name: `XDEV_DEVICE` when set (it must name a backend that has
+  /// devices), else the available backend of highest priority (HOST, priority -100, is the last
+  /// resort; a plugin declaring a lower priority, like the reference plugin, is only used by name).
+  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_DEVICE` (naming the
+  ///         variable, its value and what is accepted), `errc::not_found` listing the backends
+  ///         when it names none, or the backend's own error when its client cannot be created.
+  [[nodiscard]] std::string default_backend() {
+    if (auto requested = getenv_string("XDEV_DEVICE")) {
+      check_name_text(*requested, "XDEV_DEVICE=" + *requested);
+      std::lock_guard lock(mutex_);
+      discover_locked();
+      Entry* e = find_locked(*requested);
+      if (e == nullptr)
+        throw error(errc::not_found, "XDEV_DEVICE=" + *requested + " names no backend; " + available_locked() +
+                                         " (search path: \"" + path_.to_string() +
+                                         "\"; see xdev-info for every plugin file and why it was skipped)");
+      ensure_created_locked(*e, /*asked=*/true);
+      if (e->devices.empty())
+        throw error(errc::unavailable, "XDEV_DEVICE=" + *requested + ": backend " + e->name + " has no devices");
+      return e->name;
+    }
+    for (const auto& b : backends())
+      if (b.available && (b.name == "HOST" || b.priority >= host_priority)) return b.name;
+    throw error(errc::unavailable, "no backend has a device (not even HOST)");
+  }
+
+ private:
+  static constexpr int host_priority = backends::Host::capabilities::set.priority;
+
+  struct Entry {
+    std::string name;
+    bool builtin = false;
+    Factory factory;                          // built-in
+    std::shared_ptr<plugin::Library> plugin;  // plugin
+    bool created = false;                     // creation was attempted
+    std::vector<AnyDevice> devices;           // the client's devices
+    std::string failure;                      // creation error message
+    std::optional<error> failure_error;
+    BackendOptions options;
+  };
+
+  static Factory host_factory() {
+    return [](const ClientConfig& c) {
+      auto rt = std::make_shared<Runtime<backends::Host>>(
+          RuntimeOptions{.max_inflight = c.options.max_inflight, .memory_limit = c.options.memory_limit});
+      std::vector<AnyDevice> out;
+      for (std::size_t i = 0; i < rt->device_count(); ++i) out.emplace_back(rt->device(i), rt);
+      return out;
+    };
+  }
+
+  static bool valid_name(std::string_view n) {
+    if (n.empty() || n.size() > 64 || !std::isalpha(static_cast<unsigned char>(n[0]))) return false;
+    return std::all_of(n.begin(), n.end(),
+                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+  }
+  static void check_name_text(std::string_view n, const std::string& where) {
+    if (!valid_name(n))
+      throw error(errc::invalid_argument, where +
+                                              ": not a backend name (accepted: a letter, then letters, digits or "
+                                              "'_', at most 64 characters, e.g. HOST or OPENCL)");
+  }
+  static void check_name(const std::string& n, const char* where) {
+    check_name_text(n, std::string(where) + "(\"" + n + "\")");
+    if (!std::all_of(n.begin(), n.end(), [](char c) { return !std::islower(static_cast<unsigned char>(c)); }))
+      throw error(errc::invalid_argument,
+                  std::string(where) + "(\"" + n + "\"): backend names are upper case (e.g. \"HOST\")");
+  }
+  static bool same_name(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
+           });
+  }
+
+  void add_locked(std::string name, Factory factory, bool replace) {
+    for (auto& e : entries_)
+      if (e.name == name) {
+        if (!replace)
+          throw error(errc::invalid_argument, "Registry::register_backend(\"" + name + "\"): already registered");
+        e = Entry{};
+      }
+    Entry e;
+    e.name = std::move(name);
+    e.builtin = true;
+    e.factory = std::move(factory);
+    entries_.push_back(std::move(e));
+  }
+
+  Entry* find_locked(std::string_view name) {
+    for (auto& e : entries_)
+      if (same_name(e.name, name)) return &e;
+    return nullptr;
+  }
+
+  void configure(const ProcessPlacement& p, const char* where) {
+    std::lock_guard lock(mutex_);
+    std::string made;
+    for (const auto& e : entries_)
+      if (e.created) made += (made.empty() ? "" : ", ") + e.name;
+    if (!made.empty())
+      throw error(errc::unavailable, std::string(where) + ": the clients of " + made +
+                                         " already exist; configure the process before any device is used");
+    placement_ = p;
+  }
+
+  void discover_locked() {
+    if (discovered_) return;
+    discovered_ = true;
+    discovery_ = plugin::discover(path_);
+    for (const auto& lib : discovery_.plugins()) {
+      if (find_locked(lib->name()) != nullptr) {
+        plugin::detail::diagnose(plugin::Severity::warning,
+                                 "plugin " + lib->name() + " (" + lib->path().string() +
+                                     ") is shadowed by the built-in backend of the same name: not used");
+        continue;
+      }
+      Entry e;
+      e.name = lib->name();
+      e.plugin = lib;
+      entries_.push_back(std::move(e));
+    }
+  }
+
+  void ensure_created_locked(Entry& e, bool asked) {
+    if (!e.created) {
+      e.created = true;
+      auto it = options_.find(e.name);
+      e.options = it != options_.end() ? it->second : BackendOptions{};
+      try {
+        if (e.builtin) {
+          e.devices = e.factory(ClientConfig{e.options, placement_});
+        } else {
+          plugin::ClientOptions co;
+          co.max_inflight = e.options.max_inflight;
+          co.local_rank = placement_.local_rank;
+          co.local_world_size = placement_.local_world_size;
+          co.global_rank = placement_.global_rank;
+          co.global_world_size = placement_.global_world_size;
+          auto rt = std::make_shared<Runtime<plugin::PluginBackend>>(
+              RuntimeOptions{.max_inflight = e.options.max_inflight, .memory_limit = e.options.memory_limit},
+              &e.plugin->api(), std::shared_ptr<void>(e.plugin), co);
+          for (std::size_t i = 0; i < rt->device_count(); ++i) e.devices.emplace_back(rt->device(i), rt);
+        }
+      } catch (const error& err) {
+        e.failure = err.what();
+        e.failure_error = err;
+      } catch (const std::exception& ex) {
+        e.failure = ex.what();
+        e.failure_error = error(errc::internal, e.name + ": " + ex.what());
+      }
+      if (e.failure_error && !asked)
+        plugin::detail::diagnose(plugin::Severity::warning, "backend " + e.name + " is unavailable: " + e.failure);
+    }
+    if (asked && e.failure_error) throw *e.failure_error;
+  }
+
+  BackendInfo info_locked(const Entry& e) const {
+    BackendInfo b;
+    b.name = e.name;
+    b.builtin = e.builtin;
+    if (e.plugin) {
+      b.library = e.plugin->path();
+      b.version = e.plugin->version();
+      b.platform = e.plugin->platform();
+    }
+    b.options = e.options;
+    b.device_count = e.devices.size();
+    b.available = !e.failure_error && !e.devices.empty();
+    b.why_unavailable = e.failure_error ? e.failure : (e.devices.empty() ? "no devices" : "");
+    if (!e.devices.empty()) b.capabilities = e.devices.front().capability_set();
+    b.priority = b.capabilities.priority;
+    if (!b.available) b.priority = std::numeric_limits<int>::min();
+    return b;
+  }
+
+  std::string available_locked() {
+    std::string names;
+    for (auto& e : entries_) names += (names.empty() ? "" : ", ") + e.name;
+    std::string failed;
+    for (const auto& c : discovery_.candidates)
+      if (c.status == plugin::CandidateStatus::failed || c.status == plugin::CandidateStatus::other_abi)
+        failed += "; not loaded: " + c.path.string() + " (" + c.reason + ")";
+    return "available: " + names + failed;
+  }
+
+  mutable std::mutex mutex_;
+  plugin::SearchPath path_;
+  bool discovered_ = false;
+  plugin::Discovery discovery_;
+  std::vector<Entry> entries_;
+  std::map<std::string, BackendOptions, std::less<>> options_;
+  ProcessPlacement placement_;
+};
+
+}  // namespace xdev

@@ -1,0 +1,289 @@
+// The registry (built-in and plugin backends, client options, process configuration hooks),
+// default-backend selection with XDEV_DEVICE, and the device-agnostic accelerator functions.
+#include "plugin_test_support.hpp"
+
+#include <xdev/any/accelerator.hpp>
+#include <xdev/any/registry.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/device/runtime.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using xdev_test::fixture_dir;
+namespace fs = std::filesystem;
+
+using xdev_test::ScopedEnv;
+
+template <class F>
+xdev::error error_of(F&& f) {
+  try {
+    f();
+  } catch (const xdev::error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no xdev::error was thrown";
+  return xdev::error(xdev::errc::internal, "none");
+}
+
+xdev::plugin::SearchPath dirs(std::initializer_list<fs::path> d) {
+  return xdev::plugin::SearchPath(std::vector<fs::path>(d));
+}
+
+std::vector<std::string> names_of(const std::vector<xdev::BackendInfo>& infos) {
+  std::vector<std::string> out;
+  for (const auto& b : infos) out.push_back(b.name);
+  return out;
+}
+
+TEST(Registry, HostIsAlwaysThereAndMatchesTheTypedBackend) {
+  xdev::Registry reg{xdev::plugin::SearchPath{}};
+  EXPECT_THAT(reg.names(), ::testing::ElementsAre("HOST"));
+  const auto infos = reg.backends();
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_TRUE(infos[0].builtin);
+  EXPECT_TRUE(infos[0].available);
+  EXPECT_TRUE(infos[0].library.empty());
+  EXPECT_EQ(infos[0].capabilities, xdev::backends::Host::capabilities::set);
+  EXPECT_EQ(infos[0].priority, -100);
+  const auto devs = reg.devices("HOST");
+  ASSERT_EQ(devs.size(), infos[0].device_count);
+  EXPECT_EQ(devs[0].name(), "HOST:0");
+}
+
+TEST(Registry, ListsPluginsWithTheirLibraryAndCreatesEachClientOnce) {
+  xdev::Registry reg{dirs({fixture_dir("good")})};
+  EXPECT_THAT(reg.names(), ::testing::UnorderedElementsAre("HOST", "GOOD"));
+  const auto infos = reg.backends();
+  // Default-selection order: GOOD (priority 0) before HOST (-100).
+  EXPECT_THAT(names_of(infos), ::testing::ElementsAre("GOOD", "HOST"));
+  EXPECT_FALSE(infos[0].builtin);
+  EXPECT_EQ(infos[0].library, xdev_test::fixture_plugin("good", "good"));
+  EXPECT_EQ(infos[0].device_count, 2u);
+  const auto a = reg.devices("GOOD");
+  const auto b = reg.devices("good");  // names match ignoring case
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].name(), "GOOD:1");
+  EXPECT_EQ(a, b) << "one client per backend: the same devices every time";
+}
+
+TEST(Registry, UnknownBackendNamesTheOnesThatExist) {
+  xdev::Registry reg{dirs({fixture_dir("good")})};
+  const auto e = error_of([&] { (void)reg.devices("NOPE"); });
+  EXPECT_EQ(e.code(), xdev::errc::not_found);
+  EXPECT_THAT(e.what(), HasSubstr("no backend named \"NOPE\""));
+  EXPECT_THAT(e.what(), HasSubstr("available: HOST, GOOD"));
+}
+
+TEST(Registry, APluginWhoseClientFailsIsListedUnavailableAndIsAnErrorWhenAskedFor) {
+  xdev_test::CapturedDiagnostics diagnostics;
+  xdev::Registry reg{dirs({fixture_dir("createfails"), fixture_dir("good")})};
+  const auto infos = reg.backends();
+  const auto it = std::find_if(infos.begin(), infos.end(), [](const auto& b) { return b.name == "CREATEFAILS"; });
+  ASSERT_NE(it, infos.end());
+  EXPECT_FALSE(it->available);
+  EXPECT_THAT(it->why_unavailable, HasSubstr("no board present (simulated)"));
+  EXPECT_EQ(names_of(infos).front(), "GOOD") << "the others still work";
+  EXPECT_EQ(diagnostics.matching(xdev::plugin::Severity::warning, "backend CREATEFAILS is unavailable").size(), 1u);
+
+  const auto e = error_of([&] { (void)reg.devices("CREATEFAILS"); });
+  EXPECT_EQ(e.code(), xdev::errc::unavailable);
+  EXPECT_THAT(e.what(), HasSubstr("CREATEFAILS: create: fixture: no board present (simulated)"));
+}
+
+TEST(Registry, MissingPluginNamesTheCandidatesThatFailedToLoad) {
+  xdev_test::CapturedDiagnostics diagnostics;
+  xdev::Registry reg{dirs({fixture_dir("mixed")})};
+  const auto e = error_of([&] { (void)reg.devices("UNRESOLVED"); });
+  EXPECT_EQ(e.code(), xdev::errc::not_found);
+  EXPECT_THAT(e.what(), HasSubstr("available: HOST, ALPHA, MINOR2"));
+  EXPECT_THAT(e.what(), HasSubstr("not loaded: " + xdev_test::fixture_plugin("mixed", "unresolved").string()));
+}
+
+TEST(Registry, ClientOptionsApplyBeforeFirstUseOnly) {
+  xdev::Registry reg{dirs({fixture_dir("good")})};
+  reg.set_options("GOOD", {.max_inflight = 3, .memory_limit = 4096});
+  const auto devs = reg.devices("GOOD");
+  EXPECT_EQ(devs[0].max_inflight(), 3u);
+  EXPECT_EQ(devs[1].memory_stats().limit, std::optional<std::size_t>(4096));
+  const auto infos = reg.backends();
+  EXPECT_EQ(infos[0].options.max_inflight, std::optional<std::size_t>(3));
+
+  const auto late = error_of([&] { reg.set_options("GOOD", {.max_inflight = 5}); });
+  EXPECT_EQ(late.code(), xdev::errc::unavailable);
+  EXPECT_THAT(late.what(), HasSubstr("already exists"));
+  const auto bad = error_of([&] { reg.set_options("HOST", {.max_inflight = 0}); });
+  EXPECT_EQ(bad.code(), xdev::errc::invalid_argument);
+  EXPECT_THAT(bad.what(), HasSubstr("max_inflight=0 is not in [1, 1048576]"));
+}
+
+TEST(Registry, ProcessConfigurationHooksValidateAndMustComeFirst) {
+  xdev::Registry reg{xdev::plugin::SearchPath{}};
+  const xdev::ProcessPlacement p{.local_rank = 1, .local_world_size = 2, .global_rank = 3, .global_world_size = 4};
+  reg.configure_multiprocess(p);
+  EXPECT_EQ(reg.placement(), p);
+  reg.configure_single_process();
+  EXPECT_EQ(reg.placement(), xdev::ProcessPlacement{});
+  const auto bad = error_of([&] { reg.configure_multiprocess({.local_rank = 2, .local_world_size = 2}); });
+  EXPECT_EQ(bad.code(), xdev::errc::invalid_argument);
+  EXPECT_THAT(bad.what(), HasSubstr("local rank 2 of 2"));
+
+  (void)reg.devices("HOST");
+  const auto late = error_of([&] { reg.configure_multiprocess(p); });
+  EXPECT_EQ(late.code(), xdev::errc::unavailable);
+  EXPECT_THAT(late.what(), HasSubstr("clients of HOST already exist"));
+}
+
+TEST(Registry, BuiltInBackendsAreRegisteredByNameAndShadowPlugins) {
+  xdev_test::CapturedDiagnostics diagnostics;
+  xdev::Registry reg{dirs({fixture_dir("good")})};
+  auto factory = [](const xdev::ClientConfig& c) {
+    auto rt = std::make_shared<xdev::Runtime<xdev::backends::Host>>(
+        xdev::RuntimeOptions{.max_inflight = c.options.max_inflight},
+        xdev::backends::Host::Options{.devices = 3, .threads = 2});
+    std::vector<xdev::AnyDevice> out;
+    for (std::size_t i = 0; i < rt->device_count(); ++i) out.emplace_back(rt->device(i), rt);
+    return out;
+  };
+  reg.register_backend("GOOD", factory);
+  EXPECT_EQ(reg.devices("GOOD").size(), 3u) << "the built-in GOOD, not the plugin";
+  EXPECT_EQ(diagnostics.matching(xdev::plugin::Severity::warning, "shadowed by the built-in backend").size(), 1u);
+
+  EXPECT_EQ(error_of([&] { reg.register_backend("GOOD", factory); }).code(), xdev::errc::invalid_argument);
+  const auto lower = error_of([&] { reg.register_backend("sim", factory); });
+  EXPECT_EQ(lower.code(), xdev::errc::invalid_argument);
+  EXPECT_THAT(lower.what(), HasSubstr("upper case"));
+  EXPECT_EQ(error_of([&] { reg.register_backend("1X", factory); }).code(), xdev::errc::invalid_argument);
+}
+
+TEST(Registry, DevicesKeepThePluginLoadedAfterTheRegistryIsGone) {
+  const auto file = xdev_test::fixture_plugin("good", "good");
+  std::vector<xdev::AnyDevice> devs;
+  {
+    xdev::Registry reg{dirs({fixture_dir("good")})};
+    devs = reg.devices("GOOD");
+  }
+  EXPECT_TRUE(xdev_test::is_mapped(file));
+  EXPECT_EQ(devs[0].name(), "GOOD:0");
+  devs.clear();
+  EXPECT_FALSE(xdev_test::is_mapped(file)) << "the last device gone, the library unloads";
+}
+
+// ---- selection ------------------------------------------------------------------------------
+
+TEST(Selection, XdevDeviceNamesTheDefaultBackend) {
+  xdev::Registry reg{dirs({fixture_dir("good")})};
+  {
+    ScopedEnv env("XDEV_DEVICE", "HOST");
+    EXPECT_EQ(reg.default_backend(), "HOST");
+  }
+  {
+    ScopedEnv env("XDEV_DEVICE", "good");
+    EXPECT_EQ(reg.default_backend(), "GOOD");
+  }
+}
+
+TEST(Selection, WithoutXdevDeviceTheHighestPriorityWinsAndHostIsLast) {
+  ScopedEnv env("XDEV_DEVICE", std::nullopt);
+  xdev::Registry with_plugin{dirs({fixture_dir("good")})};
+  EXPECT_EQ(with_plugin.default_backend(), "GOOD");
+  xdev::Registry host_only{xdev::plugin::SearchPath{}};
+  EXPECT_EQ(host_only.default_backend(), "HOST");
+  // A plugin whose client fails is passed over.
+  xdev_test::CapturedDiagnostics diagnostics;
+  xdev::Registry failing{dirs({fixture_dir("createfails")})};
+  EXPECT_EQ(failing.default_backend(), "HOST");
+}
+
+TEST(Selection, ThePluginOfLowerPriorityThanHostIsOnlyUsedByName) {
+  ScopedEnv env("XDEV_DEVICE", std::nullopt);
+  xdev::Registry reg{dirs({fs::path(XDEV_TEST_PLUGIN_DIR)})};
+  ASSERT_THAT(reg.names(), ::testing::Contains("REF"));
+  EXPECT_EQ(reg.default_backend(), "HOST") << "REF declares Priority<-200>";
+  ScopedEnv by_name("XDEV_DEVICE", "REF");
+  EXPECT_EQ(reg.default_backend(), "REF");
+}
+
+TEST(Selection, UnknownXdevDeviceListsTheAvailableBackends) {
+  xdev::Registry reg{dirs({fixture_dir("good")})};
+  ScopedEnv env("XDEV_DEVICE", "TPU");
+  const auto e = error_of([&] { (void)reg.default_backend(); });
+  EXPECT_EQ(e.code(), xdev::errc::not_found);
+  EXPECT_THAT(e.what(), HasSubstr("XDEV_DEVICE=TPU names no backend"));
+  EXPECT_THAT(e.what(), HasSubstr("available: HOST, GOOD"));
+}
+
+TEST(Selection, MalformedXdevDeviceNamesTheVariableTheValueAndWhatIsAccepted) {
+  xdev::Registry reg{xdev::plugin::SearchPath{}};
+  for (const char* bad : {"HOST:0", "../lib", "a b", "_X"}) {
+    ScopedEnv env("XDEV_DEVICE", bad);
+    const auto e = error_of([&] { (void)reg.default_backend(); });
+    EXPECT_EQ(e.code(), xdev::errc::invalid_argument) << bad;
+    EXPECT_THAT(e.what(), HasSubstr(std::string("XDEV_DEVICE=") + bad + ": not a backend name (accepted:"));
+  }
+}
+
+TEST(Selection, APluginAskedForByNameThatFailsIsAnError) {
+  xdev_test::CapturedDiagnostics diagnostics;
+  xdev::Registry reg{dirs({fixture_dir("createfails")})};
+  ScopedEnv env("XDEV_DEVICE", "CREATEFAILS");
+  const auto e = error_of([&] { (void)reg.default_backend(); });
+  EXPECT_EQ(e.code(), xdev::errc::unavailable);
+  EXPECT_THAT(e.what(), HasSubstr("no board present (simulated)"));
+}
+
+// ---- accelerator functions (the process-wide registry: these tests set the environment before
+// its first use, so each must run in a process of its own, as CTest runs them) ------------------
+
+TEST(Accelerator, FollowTheSelectedBackend) {
+  ScopedEnv path("XDEV_PLUGIN_PATH", fixture_dir("good").string());
+  ScopedEnv device("XDEV_DEVICE", "GOOD");
+  namespace acc = xdev::accelerator;
+  EXPECT_TRUE(acc::is_available());
+  EXPECT_EQ(acc::current_backend(), "GOOD");
+  EXPECT_EQ(acc::device_count(), 2u);
+  EXPECT_EQ(acc::current_device().name(), "GOOD:0");
+  {
+    acc::DeviceGuard guard(1);
+    EXPECT_EQ(acc::current_device().name(), "GOOD:1");
+    std::string other;
+    std::thread([&] { other = acc::current_device().name(); }).join();
+    EXPECT_EQ(other, "GOOD:0") << "the current device is per thread";
+    {
+      acc::DeviceGuard inner(xdev::Registry::global().devices("HOST")[0]);
+      EXPECT_EQ(acc::current_device().name(), "HOST:0");
+    }
+    EXPECT_EQ(acc::current_device().name(), "GOOD:1");
+    acc::synchronize();
+  }
+  EXPECT_EQ(acc::current_device().name(), "GOOD:0");
+  acc::set_current_device(1);
+  EXPECT_EQ(acc::current_device().name(), "GOOD:1");
+  const auto e = error_of([] { acc::set_current_device(7); });
+  EXPECT_EQ(e.code(), xdev::errc::not_found);
+  EXPECT_THAT(e.what(), HasSubstr("set_current_device(7): GOOD has 2 device(s)"));
+  EXPECT_EQ(error_of([] { acc::set_current_device(xdev::AnyDevice{}); }).code(), xdev::errc::invalid_argument);
+}
+
+TEST(Accelerator, AnUnknownXdevDeviceIsNotAvailableAndSaysWhy) {
+  ScopedEnv path("XDEV_PLUGIN_PATH", std::nullopt);
+  ScopedEnv device("XDEV_DEVICE", "NOPE");
+  EXPECT_FALSE(xdev::accelerator::is_available());
+  const auto e = error_of([] { (void)xdev::accelerator::current_device(); });
+  EXPECT_EQ(e.code(), xdev::errc::not_found);
+  EXPECT_THAT(e.what(), HasSubstr("XDEV_DEVICE=NOPE names no backend; available: HOST"));
+}
+
+}  // namespace
