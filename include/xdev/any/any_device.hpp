@@ -341,12 +341,12 @@ AnyArray<T> empty(const AnyDevice& dev, Shape shape) {
 
 /// In-order work on an `AnyDevice`: the erased form of `Stream<B>`, with the same members and
 /// rules (see <xdev/async/stream.hpp>). Copies share the same queue.
-class AnyStream {
+class AnyStream : public detail::StreamCore {
  public:
   using backend_type = detail::erased_backend;
 
   AnyStream(AnyDevice device, std::shared_ptr<detail::OpChain> chain)
-      : device_(std::move(device)), chain_(std::move(chain)) {}
+      : StreamCore(device.queue(), std::move(chain)), device_(std::move(device)) {}
 
   [[nodiscard]] const AnyDevice& device() const noexcept { return device_; }
 
@@ -369,7 +369,7 @@ class AnyStream {
                           }),
                           dev.keep_alive(std::move(done)));
     };
-    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
+    return detail::submit<R>(queue_, chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
   }
 
   /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
@@ -381,7 +381,7 @@ class AnyStream {
     auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), n = dst.size_bytes()](Completion done) {
       dev.model().copy_to_device(src, h, 0, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
   }
 
   /// Copies `src` into host memory `dst` (device→host). Sizes must match.
@@ -393,7 +393,7 @@ class AnyStream {
     auto launch = [dev = device_, h = src.native_handle(), dst = dst.data(), n = src.size_bytes()](Completion done) {
       dev.model().copy_to_host(h, 0, dst, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
   }
 
   /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
@@ -416,30 +416,7 @@ class AnyStream {
                    dh = dst.native_handle(), n = src.size_bytes()](Completion done) {
       dev.model().copy_between(s, sh, 0, d, dh, 0, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
-  }
-
-  /// An event that becomes ready when all work submitted to this stream so far has completed.
-  [[nodiscard]] Event record() const {
-    Event e = Event::pending();
-    detail::enqueue_marker(*device_.queue(), chain_, [e](Completion done) {
-      e.set();
-      done(nullptr);
-    });
-    return e;
-  }
-
-  /// Work submitted to this stream after this call starts only once `e` is ready.
-  void wait(const Event& e) const {
-    detail::enqueue_marker(*device_.queue(), chain_,
-                           [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
-  }
-
-  /// Submits an operation built by an op implementation (as `Stream<B>::submit`; used by `xdev::ops`).
-  template <class R, class Launch, class Token>
-  auto submit(std::shared_ptr<detail::result_slot<R>> slot, Launch&& launch, Token&& token) const {
-    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::forward<Launch>(launch),
-                             std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
   }
 
   friend bool operator==(const AnyStream& a, const AnyStream& b) noexcept { return a.chain_ == b.chain_; }
@@ -451,14 +428,8 @@ class AnyStream {
       throw error(errc::invalid_argument, std::string(what) + " buffer is on " + describe(d) +
                                               ", not on this stream's device " + device_.name());
   }
-  static void check_sizes(const char* op, std::size_t src, std::size_t dst) {
-    if (src != dst)
-      throw error(errc::invalid_argument, std::string(op) + ": source has " + std::to_string(src) +
-                                              " elements but destination has " + std::to_string(dst));
-  }
 
   AnyDevice device_;
-  std::shared_ptr<detail::OpChain> chain_;
 };
 
 // ---- AnyDevice members that need AnyStream and AnyBuffer -------------------------------------

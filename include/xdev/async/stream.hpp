@@ -4,6 +4,7 @@
 
 #include <xdev/async/event.hpp>
 #include <xdev/async/submit.hpp>
+#include <xdev/core/error.hpp>
 #include <xdev/fwd.hpp>
 
 #include <cstddef>
@@ -15,6 +16,53 @@
 
 namespace xdev {
 
+namespace detail {
+
+/// What `Stream<B>` and `AnyStream` share: one chain of one device queue, with its ordering
+/// markers and its submission. The device-specific parts (how a copy or a host task reaches the
+/// backend) stay in the two stream classes.
+class StreamCore {
+ public:
+  /// An event that becomes ready when all work submitted to this stream so far has completed.
+  [[nodiscard]] Event record() const {
+    Event e = Event::pending();
+    enqueue_marker(*queue_, chain_, [e](Completion done) {
+      e.set();
+      done(nullptr);
+    });
+    return e;
+  }
+
+  /// Work submitted to this stream after this call starts only once `e` is ready.
+  void wait(const Event& e) const {
+    enqueue_marker(*queue_, chain_,
+                   [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
+  }
+
+  /// Submits an operation built by an op implementation: `launch(Completion)` starts it on the
+  /// backend and, for a non-void `R`, fills `slot->value` before completing. Used by `xdev::ops`;
+  /// takes an in-flight slot and keeps stream order like every other operation.
+  template <class R, class Launch, class Token>
+  auto submit(std::shared_ptr<result_slot<R>> slot, Launch&& launch, Token&& token) const {
+    return detail::submit<R>(queue_, chain_, std::move(slot), std::forward<Launch>(launch), std::forward<Token>(token));
+  }
+
+ protected:
+  StreamCore(std::shared_ptr<DeviceQueue> queue, std::shared_ptr<OpChain> chain)
+      : queue_(std::move(queue)), chain_(std::move(chain)) {}
+
+  static void check_sizes(const char* op, std::size_t src, std::size_t dst) {
+    if (src != dst)
+      throw error(errc::invalid_argument, std::string(op) + ": source has " + std::to_string(src) +
+                                              " elements but destination has " + std::to_string(dst));
+  }
+
+  std::shared_ptr<DeviceQueue> queue_;
+  std::shared_ptr<OpChain> chain_;
+};
+
+}  // namespace detail
+
 /// An in-order queue of work on one device: each operation starts after the one submitted before
 /// it has completed. Operations on different streams of a device may run at the same time. All
 /// streams of a device share its in-flight bound. Copies share the same queue.
@@ -23,11 +71,12 @@ namespace xdev {
 /// a callback `void(std::exception_ptr[, T])`, `asio::use_awaitable`, `asio::deferred`, ...
 /// Memory passed by span or buffer must stay valid until the operation completes.
 template <class B>
-class Stream {
+class Stream : public detail::StreamCore {
  public:
   using backend_type = B;
 
-  Stream(Device<B> device, std::shared_ptr<detail::OpChain> chain) : device_(device), chain_(std::move(chain)) {}
+  Stream(Device<B> device, std::shared_ptr<detail::OpChain> chain)
+      : StreamCore(device.queue(), std::move(chain)), device_(device) {}
 
   [[nodiscard]] const Device<B>& device() const noexcept { return device_; }
 
@@ -52,7 +101,7 @@ class Stream {
                             }),
                             std::move(done));
     };
-    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
+    return detail::submit<R>(queue_, chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
   }
 
   /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
@@ -64,7 +113,7 @@ class Stream {
     auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), n = dst.size_bytes()](Completion done) {
       dev.backend().copy_to_device(dev.ordinal(), src, h, 0, n, std::move(done));
     };
-    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
   }
 
   /// Copies `src` into host memory `dst` (device→host). Sizes must match.
@@ -76,7 +125,7 @@ class Stream {
     auto launch = [dev = device_, h = src.native_handle(), dst = dst.data(), n = src.size_bytes()](Completion done) {
       dev.backend().copy_to_host(dev.ordinal(), h, 0, dst, n, std::move(done));
     };
-    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
   }
 
   /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
@@ -93,32 +142,7 @@ class Stream {
                    dh = dst.native_handle(), n = src.size_bytes()](Completion done) {
       dev.backend().copy_between(s, sh, 0, d, dh, 0, n, std::move(done));
     };
-    return detail::submit<void>(device_.queue(), chain_, nullptr, std::move(launch), std::forward<Token>(token));
-  }
-
-  /// An event that becomes ready when all work submitted to this stream so far has completed.
-  [[nodiscard]] Event record() const {
-    Event e = Event::pending();
-    detail::enqueue_marker(*device_.queue(), chain_, [e](Completion done) {
-      e.set();
-      done(nullptr);
-    });
-    return e;
-  }
-
-  /// Work submitted to this stream after this call starts only once `e` is ready.
-  void wait(const Event& e) const {
-    detail::enqueue_marker(*device_.queue(), chain_,
-                           [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
-  }
-
-  /// Submits an operation built by an op implementation: `launch(Completion)` starts it on the
-  /// backend and, for a non-void `R`, fills `slot->value` before completing. Used by `xdev::ops`;
-  /// takes an in-flight slot and keeps stream order like every other operation.
-  template <class R, class Launch, class Token>
-  auto submit(std::shared_ptr<detail::result_slot<R>> slot, Launch&& launch, Token&& token) const {
-    return detail::submit<R>(device_.queue(), chain_, std::move(slot), std::forward<Launch>(launch),
-                             std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
   }
 
   friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }
@@ -129,14 +153,8 @@ class Stream {
       throw error(errc::invalid_argument,
                   std::string(what) + " buffer is on " + d.name() + ", not on this stream's device " + device_.name());
   }
-  static void check_sizes(const char* op, std::size_t src, std::size_t dst) {
-    if (src != dst)
-      throw error(errc::invalid_argument, std::string(op) + ": source has " + std::to_string(src) +
-                                              " elements but destination has " + std::to_string(dst));
-  }
 
   Device<B> device_;
-  std::shared_ptr<detail::OpChain> chain_;
 };
 
 }  // namespace xdev
