@@ -292,46 +292,6 @@ class Buffer<T, detail::erased_backend> {
   std::size_t size_ = 0;
 };
 
-/// A dense row-major array on an `AnyDevice`: the erased form of `Array<T, B>`, with the same
-/// members. Move-only.
-///
-///     xdev::AnyArray<float> a = xdev::empty<float>(any_dev, {128, 64});
-template <class T>
-class Array<T, detail::erased_backend> {
- public:
-  using value_type = T;
-  using backend_type = detail::erased_backend;
-
-  Array() = default;
-  /// \throws xdev::error `errc::invalid_argument` when the buffer does not hold `shape.numel()` elements.
-  Array(AnyBuffer<T> buffer, Shape shape) : buffer_(std::move(buffer)), shape_(shape) {
-    if (static_cast<std::size_t>(shape_.numel()) != buffer_.size())
-      throw error(errc::invalid_argument, "array of shape " + to_string(shape_) + " needs " +
-                                              std::to_string(shape_.numel()) + " elements, but the buffer holds " +
-                                              std::to_string(buffer_.size()));
-  }
-
-  [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
-  [[nodiscard]] std::size_t rank() const noexcept { return shape_.rank(); }
-  [[nodiscard]] std::size_t size() const noexcept { return buffer_.size(); }
-  [[nodiscard]] const AnyDevice& device() const noexcept { return buffer_.device(); }
-  [[nodiscard]] AnyBuffer<T>& buffer() noexcept { return buffer_; }
-  [[nodiscard]] const AnyBuffer<T>& buffer() const noexcept { return buffer_; }
-
-  /// Reinterprets the same elements with another shape of the same element count.
-  /// \throws xdev::error `errc::invalid_argument` naming both shapes when the counts differ.
-  Array reshaped(Shape shape) && {
-    if (shape.numel() != shape_.numel())
-      throw error(errc::invalid_argument,
-                  "cannot reshape " + to_string(shape_) + " to " + to_string(shape) + ": element counts differ");
-    return Array(std::move(buffer_), shape);
-  }
-
- private:
-  AnyBuffer<T> buffer_;
-  Shape shape_;
-};
-
 /// A new array of `shape` on `dev`, contents unspecified.
 /// \throws xdev::error `errc::out_of_memory` as `AnyDevice::allocate`.
 template <class T>

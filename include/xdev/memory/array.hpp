@@ -14,7 +14,8 @@
 namespace xdev {
 
 /// A dense row-major N-dimensional array in device memory: a `Buffer<T, B>` of `shape.numel()`
-/// elements and its `Shape`. Move-only, like the buffer it owns.
+/// elements and its `Shape`. Move-only, like the buffer it owns. `xdev::AnyArray<T>` is this
+/// template over an erased buffer (`xdev::AnyBuffer<T>`, see <xdev/any/any_device.hpp>).
 ///
 ///     auto a = xdev::empty<float>(dev, {128, 64});
 ///     dev.copy_to_device(std::span<const float>(host), a.buffer()).get();
@@ -36,7 +37,8 @@ class Array {
   [[nodiscard]] const Shape& shape() const noexcept { return shape_; }
   [[nodiscard]] std::size_t rank() const noexcept { return shape_.rank(); }
   [[nodiscard]] std::size_t size() const noexcept { return buffer_.size(); }
-  [[nodiscard]] const Device<B>& device() const noexcept { return buffer_.device(); }
+  /// The device of the buffer: a `const Device<B>&`, or a `const AnyDevice&` for an `AnyArray<T>`.
+  [[nodiscard]] decltype(auto) device() const noexcept { return buffer_.device(); }
   [[nodiscard]] Buffer<T, B>& buffer() noexcept { return buffer_; }
   [[nodiscard]] const Buffer<T, B>& buffer() const noexcept { return buffer_; }
 
