@@ -1,6 +1,6 @@
-// A backend that satisfies every requirement except what its capability list gets wrong: the
-// capability-list cases below differ only in `Caps`, and the positive control proves this body is
-// complete (it must compile, and it instantiates Device and Runtime).
+// A backend that satisfies every requirement except what its capability list or memory handle
+// gets wrong: the capability-list cases differ only in `Caps`, the handle cases in `Handle`, and the positive control
+// proves this body is complete (it must compile, and it instantiates Device and Runtime).
 #pragma once
 
 #include <xdev/backend/concepts.hpp>
@@ -8,15 +8,16 @@
 #include <cstddef>
 #include <string_view>
 
-template <class Caps>
+template <class Caps, class Handle = void*>
 struct CompleteBackend {
   static constexpr std::string_view name = "MINE";
   using capabilities = Caps;
-  using memory_handle = void*;
+  using memory_handle = Handle;
 
   std::size_t device_count() const { return 1; }
-  memory_handle allocate(std::size_t, std::size_t bytes) { return ::operator new(bytes); }
-  void deallocate(std::size_t, memory_handle h, std::size_t) noexcept { ::operator delete(h); }
+  // Only compiled, never run (the tests use -fsyntax-only).
+  memory_handle allocate(std::size_t, std::size_t) { return memory_handle{}; }
+  void deallocate(std::size_t, memory_handle, std::size_t) noexcept {}
   void copy_to_device(std::size_t, const void*, memory_handle, std::size_t, std::size_t, xdev::Completion done) {
     done(nullptr);
   }
