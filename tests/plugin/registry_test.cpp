@@ -6,6 +6,7 @@
 #include <xdev/any/registry.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
+#include <xdev/ops/ops.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -179,6 +180,22 @@ TEST(Registry, DevicesKeepThePluginLoadedAfterTheRegistryIsGone) {
   EXPECT_EQ(devs[0].name(), "GOOD:0");
   devs.clear();
   EXPECT_FALSE(xdev_test::is_mapped(file)) << "the last device gone, the library unloads";
+}
+
+// The REF plugin completes ops on its own worker threads, and a completion keeps its device's
+// owner alive until the worker destroys it: when the program lets go of everything right after an
+// op completed, the last reference to the runtime can be released on that worker. Destroying the
+// runtime there would make REF join the thread it runs on (std::terminate: "Resource deadlock
+// avoided"); the registry hands that destruction to another thread instead.
+TEST(Registry, ARuntimeReleasedLastOnABackendThreadIsNotDestroyedThere) {
+  for (int i = 0; i < 200; ++i) {
+    xdev::Registry reg{dirs({fs::path(XDEV_TEST_PLUGIN_DIR)})};
+    auto devs = reg.devices("REF");
+    auto x = xdev::empty<float>(devs[0], {256});
+    xdev::ops::fill(devs[0], x, 1.0f).get();
+    xdev::ops::scale(devs[0], x, 2.0f).get();
+  }  // array, devices and registry go here, possibly before the worker has let go
+  SUCCEED();
 }
 
 // ---- selection ------------------------------------------------------------------------------

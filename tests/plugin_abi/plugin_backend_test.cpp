@@ -13,11 +13,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -311,6 +313,37 @@ TEST(PluginBackend, TheLibraryStaysLoadedUntilTheLastObjectFromItIsGone) {
   std::stringstream text;
   text << in.rdbuf();
   EXPECT_EQ(text.str(), "destroyed\nunloaded\n") << "destroy runs, then the library is unloaded";
+  ::unsetenv("XDEV_ABI_TEST_MARKER");
+  std::filesystem::remove(marker);
+}
+
+// A plugin may complete an op inside the entry that started it and only then return through its
+// own frames. The host, woken by the completion, must not destroy the backend and unload the
+// library until that thread is out of the plugin's code (it once returned into unmapped memory).
+TEST(PluginBackend, TheBackendOutlivesAThreadStillInsideAnEntryAfterItsCompletion) {
+  const std::filesystem::path marker =
+      std::filesystem::temp_directory_path() / ("xdev_abi_linger_" + std::to_string(::getpid()));
+  std::filesystem::remove(marker);
+  ASSERT_EQ(::setenv("XDEV_ABI_TEST_MARKER", marker.c_str(), 1), 0);
+  {
+    auto abi = load(plugin_abi_test::abi_plugin);
+    auto backend = std::make_unique<xdev::plugin::PluginBackend>(abi.api, std::move(abi.library));
+    abi = {};
+    const auto h = backend->allocate(0, 16);
+    std::promise<void> completed;
+    std::thread caller([&] {
+      xdev::ops::FillArgs<std::int32_t, std::uint64_t> a{h, 4, 19};
+      backend->fill(0, a, xdev::Completion([&](std::exception_ptr) { completed.set_value(); }));
+    });
+    completed.get_future().get();  // the op completed; `caller` is still inside the plugin's fill
+    backend->deallocate(0, h, 16);
+    backend.reset();  // must wait for `caller` to leave the entry
+    caller.join();
+  }
+  std::ifstream in(marker);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), "fill 19 returned\ndestroyed\nunloaded\n");
   ::unsetenv("XDEV_ABI_TEST_MARKER");
   std::filesystem::remove(marker);
 }

@@ -27,8 +27,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -38,10 +43,80 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
 namespace xdev {
+
+namespace detail {
+
+/// Runs, on a thread of its own, the destructions that must not run where the last owner let go.
+/// A runtime's last handle can be released on one of its backend's own threads (a completion held
+/// it); destroying the runtime there would make the backend join the thread it runs on. Its
+/// destructor runs what is pending and joins.
+class Reaper {
+ public:
+  static Reaper& instance() {
+    static Reaper r;
+    return r;
+  }
+  Reaper(const Reaper&) = delete;
+  Reaper& operator=(const Reaper&) = delete;
+  ~Reaper() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void defer(std::function<void()> job) {
+    {
+      std::lock_guard lock(mutex_);
+      jobs_.push_back(std::move(job));
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  Reaper() = default;
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, and nothing left
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+/// A new `T` whose last release destroys it at once on the thread that made it, and on the
+/// `Reaper`'s thread anywhere else (see `Reaper`).
+template <class T, class... Args>
+std::shared_ptr<T> make_reaped(Args&&... args) {
+  (void)Reaper::instance();  // made before the object, so destroyed after it
+  return std::shared_ptr<T>(new T(std::forward<Args>(args)...), [creator = std::this_thread::get_id()](T* p) {
+    if (std::this_thread::get_id() == creator)
+      delete p;
+    else
+      Reaper::instance().defer([p] { delete p; });
+  });
+}
+
+}  // namespace detail
 
 /// Options a backend's client is created with (PJRT's client-create options). Unset members take
 /// the defaults described on `RuntimeOptions`.
@@ -106,10 +181,17 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  /// The process-wide registry (`accelerator::` functions and `xdev-info` use it).
+  /// The process-wide registry (`accelerator::` functions and `xdev-info` use it). It lives until
+  /// the process ends and is never destroyed: at exit, every device it created is synchronized
+  /// (work in flight finishes; an unobserved error is printed to stderr), but no runtime is torn
+  /// down and no plugin unloaded, so nothing races with threads that are still winding down.
   static Registry& global() {
-    static Registry instance;
-    return instance;
+    static Registry* instance = [] {
+      auto* r = new Registry;  // never deleted, see above
+      std::atexit([] { global().synchronize_at_exit(); });
+      return r;
+    }();
+    return *instance;
   }
 
   /// Registers a backend built into the program under `name` (upper case letters, digits and
@@ -239,6 +321,21 @@ class Registry {
   }
 
  private:
+  void synchronize_at_exit() noexcept {
+    std::vector<AnyDevice> all;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& e : entries_) all.insert(all.end(), e.devices.begin(), e.devices.end());
+    }
+    for (const auto& d : all) {
+      try {
+        d.synchronize();
+      } catch (const std::exception& ex) {
+        std::fprintf(stderr, "xdev: at exit, %s had an unobserved error: %s\n", d.name().c_str(), ex.what());
+      }
+    }
+  }
+
   static constexpr int host_priority = backends::Host::capabilities::set.priority;
 
   struct Entry {
@@ -255,7 +352,7 @@ class Registry {
 
   static Factory host_factory() {
     return [](const ClientConfig& c) {
-      auto rt = std::make_shared<Runtime<backends::Host>>(
+      auto rt = detail::make_reaped<Runtime<backends::Host>>(
           RuntimeOptions{.max_inflight = c.options.max_inflight, .memory_limit = c.options.memory_limit});
       std::vector<AnyDevice> out;
       for (std::size_t i = 0; i < rt->device_count(); ++i) out.emplace_back(rt->device(i), rt);
@@ -350,7 +447,7 @@ class Registry {
           co.local_world_size = placement_.local_world_size;
           co.global_rank = placement_.global_rank;
           co.global_world_size = placement_.global_world_size;
-          auto rt = std::make_shared<Runtime<plugin::PluginBackend>>(
+          auto rt = detail::make_reaped<Runtime<plugin::PluginBackend>>(
               RuntimeOptions{.max_inflight = e.options.max_inflight, .memory_limit = e.options.memory_limit},
               &e.plugin->api(), std::shared_ptr<void>(e.plugin), co);
           for (std::size_t i = 0; i < rt->device_count(); ++i) e.devices.emplace_back(rt->device(i), rt);

@@ -328,8 +328,14 @@ class PluginBackend {
   PluginBackend(const PluginBackend&) = delete;
   PluginBackend& operator=(const PluginBackend&) = delete;
 
-  /// Destroys the plugin's backend object; the library is released after it.
+  /// Destroys the plugin's backend object, once no thread is inside one of its entries any more;
+  /// the library is released after it.
   ~PluginBackend() {
+    // A plugin may complete an operation inside the entry that started it: the host then goes on,
+    // and may drop its last handle, while that thread has yet to return through the plugin's
+    // frames. Unloading the library then would return that thread into unmapped code.
+    for (int n = active_.load(std::memory_order_acquire); n > entry_depth; n = active_.load(std::memory_order_acquire))
+      active_.wait(n, std::memory_order_acquire);
     if (api_->destroy != nullptr) api_->destroy(backend_);
   }
 
@@ -381,6 +387,7 @@ class PluginBackend {
   }
   /// Returns memory to the plugin's `deallocate`.
   void deallocate(std::size_t device, memory_handle h, std::size_t bytes) noexcept {
+    const InEntry in(*this);
     if (api_->deallocate != nullptr) api_->deallocate(backend_, device, h, bytes);
   }
 
@@ -529,8 +536,30 @@ class PluginBackend {
   }
 
   // A synchronous entry: `f(err)` returns its status.
+  // Marks the calling thread as inside one of the plugin's entries (see the destructor).
+  class InEntry {
+   public:
+    explicit InEntry(const PluginBackend& b) noexcept : b_(b) {
+      b_.active_.fetch_add(1, std::memory_order_acq_rel);
+      ++entry_depth;
+    }
+    ~InEntry() {
+      --entry_depth;
+      if (b_.active_.fetch_sub(1, std::memory_order_acq_rel) == 1) b_.active_.notify_all();
+    }
+    InEntry(const InEntry&) = delete;
+    InEntry& operator=(const InEntry&) = delete;
+
+   private:
+    const PluginBackend& b_;
+  };
+  // How many plugin entries the current thread is inside (of any plugin): a backend destroyed from
+  // inside an entry (its completion dropped the last handle) waits only for the other threads.
+  static inline thread_local int entry_depth = 0;
+
   template <class F>
   void call(const char* entry, F&& f) const {
+    const InEntry in(*this);
     detail::ErrorSink sink;
     const xdev_status s = std::forward<F>(f)(&sink.c);
     if (s != XDEV_OK) throw failure(entry, s, sink);
@@ -548,6 +577,7 @@ class PluginBackend {
       host_task = ctx->host_task();
     }
     detail::ErrorSink sink;
+    const InEntry in(*this);
     const xdev_status s = std::forward<F>(f)(&completion, &host_task, &sink.c);
     if (s == XDEV_OK) return ctx->returned_ok();
     if (ctx->returned_error()) throw failure(entry, s, sink);
@@ -571,6 +601,7 @@ class PluginBackend {
   CapabilitySet caps_{};
   std::size_t devices_ = 0;
   std::array<std::uint64_t, XDEV_OP_COUNT> op_masks_{};
+  mutable std::atomic<int> active_{0};  // threads inside an entry (InEntry)
 };
 
 }  // namespace xdev::plugin

@@ -25,6 +25,7 @@
 #include <xdev/policy/capabilities.hpp>
 #include <xdev/policy/capability_set.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -36,6 +37,7 @@
 #include <new>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace abi_test {
@@ -119,6 +121,11 @@ class Backend {
       case 18:
         done(nullptr);
         throw std::runtime_error("fill 18 threw after completing");
+      case 19:  // completes, then takes its time to return through this frame
+        done(nullptr);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        append_marker("fill 19 returned\n");
+        return;
       default:
         break;
     }
