@@ -159,12 +159,12 @@ typedef struct xdev_client_options {
 typedef struct xdev_capabilities {
   size_t struct_size;
   uint64_t dense_gather_factor;
-  uint32_t rng_default;    /* XDEV_RNG_* */
-  uint32_t autocast_key;   /* xdev::AutocastKey: 0 none, 1 cpu, 2 cuda, 3 xla, 4 npu, 5 private_use */
-  uint32_t autocast_dtype; /* XDEV_DTYPE_* */
+  uint32_t rng_default;      /* XDEV_RNG_* */
+  uint32_t autocast_key;     /* xdev::AutocastKey: 0 none, 1 cpu, 2 cuda, 3 xla, 4 npu, 5 private_use */
+  uint32_t autocast_dtype;   /* XDEV_DTYPE_* */
   uint32_t supported_dtypes; /* bit i = dtype i */
   uint64_t max_inflight;
-  uint64_t memory_per_device; /* bytes; 0 = unknown */
+  uint64_t memory_per_device;  /* bytes; 0 = unknown */
   uint32_t collective_backend; /* xdev::CollectiveKind: 0 direct, 1 ring, 2 mpi */
   int32_t priority;
 } xdev_capabilities;
@@ -315,8 +315,8 @@ typedef struct xdev_plugin_api {
   xdev_status (*allocate)(void* backend, uint64_t device, uint64_t bytes, xdev_memory* out, xdev_error* err);
   void (*deallocate)(void* backend, uint64_t device, xdev_memory memory, uint64_t bytes);
 
-  xdev_status (*copy_to_device)(void* backend, uint64_t device, const void* src, xdev_memory dst,
-                                uint64_t dst_offset, uint64_t bytes, const xdev_completion* done, xdev_error* err);
+  xdev_status (*copy_to_device)(void* backend, uint64_t device, const void* src, xdev_memory dst, uint64_t dst_offset,
+                                uint64_t bytes, const xdev_completion* done, xdev_error* err);
   xdev_status (*copy_to_host)(void* backend, uint64_t device, xdev_memory src, uint64_t src_offset, void* dst,
                               uint64_t bytes, const xdev_completion* done, xdev_error* err);
   xdev_status (*copy_between)(void* backend, uint64_t src_device, xdev_memory src, uint64_t src_offset,
@@ -341,8 +341,8 @@ typedef struct xdev_plugin_api {
                         xdev_error* err);
   xdev_status (*sum)(void* backend, uint64_t device, const xdev_sum_args* args, const xdev_completion* done,
                      xdev_error* err);
-  xdev_status (*sum_axis)(void* backend, uint64_t device, const xdev_sum_axis_args* args,
-                          const xdev_completion* done, xdev_error* err);
+  xdev_status (*sum_axis)(void* backend, uint64_t device, const xdev_sum_axis_args* args, const xdev_completion* done,
+                          xdev_error* err);
   xdev_status (*dot)(void* backend, uint64_t device, const xdev_dot_args* args, const xdev_completion* done,
                      xdev_error* err);
   xdev_status (*gemm)(void* backend, uint64_t device, const xdev_gemm_args* args, const xdev_completion* done,
@@ -351,8 +351,8 @@ typedef struct xdev_plugin_api {
                         xdev_error* err);
   xdev_status (*rng)(void* backend, uint64_t device, const xdev_rng_args* args, const xdev_completion* done,
                      xdev_error* err);
-  xdev_status (*convert)(void* backend, uint64_t device, const xdev_convert_args* args,
-                         const xdev_completion* done, xdev_error* err);
+  xdev_status (*convert)(void* backend, uint64_t device, const xdev_convert_args* args, const xdev_completion* done,
+                         xdev_error* err);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must
