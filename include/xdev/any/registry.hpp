@@ -345,8 +345,7 @@ class Registry {
     std::shared_ptr<plugin::Library> plugin;  // plugin
     bool created = false;                     // creation was attempted
     std::vector<AnyDevice> devices;           // the client's devices
-    std::string failure;                      // creation error message
-    std::optional<error> failure_error;
+    std::optional<error> failure;             // why the client could not be created
     BackendOptions options;
   };
 
@@ -453,16 +452,15 @@ class Registry {
           for (std::size_t i = 0; i < rt->device_count(); ++i) e.devices.emplace_back(rt->device(i), rt);
         }
       } catch (const error& err) {
-        e.failure = err.what();
-        e.failure_error = err;
+        e.failure = err;
       } catch (const std::exception& ex) {
-        e.failure = ex.what();
-        e.failure_error = error(errc::internal, e.name + ": " + ex.what());
+        e.failure = error(errc::internal, e.name + ": " + ex.what());
       }
-      if (e.failure_error && !asked)
-        plugin::detail::diagnose(plugin::Severity::warning, "backend " + e.name + " is unavailable: " + e.failure);
+      if (e.failure && !asked)
+        plugin::detail::diagnose(plugin::Severity::warning,
+                                 "backend " + e.name + " is unavailable: " + e.failure->what());
     }
-    if (asked && e.failure_error) throw *e.failure_error;
+    if (asked && e.failure) throw *e.failure;
   }
 
   BackendInfo info_locked(const Entry& e) const {
@@ -476,8 +474,8 @@ class Registry {
     }
     b.options = e.options;
     b.device_count = e.devices.size();
-    b.available = !e.failure_error && !e.devices.empty();
-    b.why_unavailable = e.failure_error ? e.failure : (e.devices.empty() ? "no devices" : "");
+    b.available = !e.failure && !e.devices.empty();
+    b.why_unavailable = e.failure ? e.failure->what() : (e.devices.empty() ? "no devices" : "");
     if (!e.devices.empty()) b.capabilities = e.devices.front().capability_set();
     b.priority = b.capabilities.priority;
     if (!b.available) b.priority = std::numeric_limits<int>::min();
