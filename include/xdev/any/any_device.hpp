@@ -181,6 +181,8 @@ class AnyDevice {
   /// Waits for all work submitted to the device, through any handle and on any stream, then
   /// raises the oldest error that no future or handler received.
   void synchronize() const { queue()->synchronize(); }
+  /// Bytes transferred into and out of this device so far.
+  [[nodiscard]] TransferStats transfer_stats() const { return queue()->transfer_stats(); }
   /// The in-flight bound in force.
   [[nodiscard]] std::size_t max_inflight() const { return queue()->throttle().limit(); }
   [[nodiscard]] ExecutionStats execution_stats() const { return queue()->stats(); }
@@ -339,6 +341,7 @@ class AnyStream : public detail::StreamCore {
     check_same_device(dst.device(), "copy_to_device: destination");
     check_sizes("copy_to_device", src.size(), dst.size());
     auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), n = dst.size_bytes()](Completion done) {
+      dev.queue()->note_transfer(TransferDirection::from_host, n);
       dev.model().copy_to_device(src, h, 0, n, dev.keep_alive(std::move(done)));
     };
     return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
@@ -351,6 +354,7 @@ class AnyStream : public detail::StreamCore {
     check_same_device(src.device(), "copy_to_host: source");
     check_sizes("copy_to_host", src.size(), dst.size());
     auto launch = [dev = device_, h = src.native_handle(), dst = dst.data(), n = src.size_bytes()](Completion done) {
+      dev.queue()->note_transfer(TransferDirection::to_host, n);
       dev.model().copy_to_host(h, 0, dst, n, dev.keep_alive(std::move(done)));
     };
     return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
@@ -372,8 +376,10 @@ class AnyStream : public detail::StreamCore {
                                               ") belong to different runtimes; a copy between devices of two "
                                               "runtimes or backends is not supported");
     check_sizes("copy", src.size(), dst.size());
-    auto launch = [dev = device_, s = src.device().ordinal(), sh = src.native_handle(), d = dst.device().ordinal(),
-                   dh = dst.native_handle(), n = src.size_bytes()](Completion done) {
+    auto launch = [dev = device_, sq = src.device().queue(), s = src.device().ordinal(), sh = src.native_handle(),
+                   dq = dst.device().queue(), d = dst.device().ordinal(), dh = dst.native_handle(),
+                   n = src.size_bytes()](Completion done) {
+      detail::note_copy(*sq, *dq, n);
       dev.model().copy_between(s, sh, 0, d, dh, 0, n, dev.keep_alive(std::move(done)));
     };
     return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));

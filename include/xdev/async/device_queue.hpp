@@ -5,9 +5,11 @@
 #include <xdev/async/detail/op_chain.hpp>
 #include <xdev/async/throttle.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/core/metrics.hpp>
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -26,6 +28,24 @@ struct ExecutionStats {
   std::size_t max_inflight = 0;    ///< the bound in force
   std::size_t inflight_high_water = 0;
 };
+
+/// Bytes moved into and out of one device by transfers, counted when the transfer is started on
+/// the backend. `from_peer`/`to_peer` count copies between two different devices (on the receiving
+/// and the sending device); `within` counts copies inside one device.
+struct TransferStats {
+  std::size_t bytes_from_host = 0;  ///< host→device
+  std::size_t bytes_to_host = 0;    ///< device→host
+  std::size_t bytes_from_peer = 0;  ///< another device→this device
+  std::size_t bytes_to_peer = 0;    ///< this device→another device
+  std::size_t bytes_within = 0;     ///< this device→this device
+  std::size_t transfers = 0;        ///< transfers that involved this device
+
+  /// Every byte that entered this device's memory from outside it (host or peer).
+  [[nodiscard]] std::size_t bytes_in() const noexcept { return bytes_from_host + bytes_from_peer; }
+};
+
+/// Which side of a transfer a device was on.
+enum class TransferDirection : std::uint8_t { from_host, to_host, from_peer, to_peer, within };
 
 /// Per-device execution state shared by every stream of the device. Users reach it through
 /// `Device`; backends never see it.
@@ -90,6 +110,30 @@ class DeviceQueue {
     if (failed) failed_.fetch_add(1, std::memory_order_relaxed);
   }
 
+  /// Records a transfer of `bytes` on this device's side `dir` (also in the process-wide metrics
+  /// `transfer.<dir>.bytes` and `transfer.<dir>.count`).
+  void note_transfer(TransferDirection dir, std::size_t bytes) noexcept {
+    transfer_bytes_[static_cast<std::size_t>(dir)].fetch_add(bytes, std::memory_order_relaxed);
+    transfers_.fetch_add(1, std::memory_order_relaxed);
+    static metrics::Counter* const counters[2 * direction_count] = {
+        &metrics::counter("transfer.from_host.bytes"), &metrics::counter("transfer.to_host.bytes"),
+        &metrics::counter("transfer.from_peer.bytes"), &metrics::counter("transfer.to_peer.bytes"),
+        &metrics::counter("transfer.within.bytes"),    &metrics::counter("transfer.from_host.count"),
+        &metrics::counter("transfer.to_host.count"),   &metrics::counter("transfer.from_peer.count"),
+        &metrics::counter("transfer.to_peer.count"),   &metrics::counter("transfer.within.count")};
+    counters[static_cast<std::size_t>(dir)]->add(bytes);
+    counters[direction_count + static_cast<std::size_t>(dir)]->add(1);
+  }
+
+  [[nodiscard]] TransferStats transfer_stats() const noexcept {
+    auto get = [&](TransferDirection d) {
+      return transfer_bytes_[static_cast<std::size_t>(d)].load(std::memory_order_relaxed);
+    };
+    return {get(TransferDirection::from_host),       get(TransferDirection::to_host),
+            get(TransferDirection::from_peer),       get(TransferDirection::to_peer),
+            get(TransferDirection::within),          transfers_.load(std::memory_order_relaxed)};
+  }
+
   [[nodiscard]] ExecutionStats stats() const {
     return {submitted_.load(std::memory_order_relaxed),
             completed_.load(std::memory_order_relaxed),
@@ -109,6 +153,21 @@ class DeviceQueue {
   std::atomic<std::size_t> submitted_{0};
   std::atomic<std::size_t> completed_{0};
   std::atomic<std::size_t> failed_{0};
+  static constexpr std::size_t direction_count = 5;
+  std::atomic<std::size_t> transfer_bytes_[direction_count] = {};
+  std::atomic<std::size_t> transfers_{0};
 };
+
+namespace detail {
+/// Records a device→device copy of `bytes` from the device of `src` to the device of `dst`.
+inline void note_copy(DeviceQueue& src, DeviceQueue& dst, std::size_t bytes) noexcept {
+  if (&src == &dst) {
+    src.note_transfer(TransferDirection::within, bytes);
+  } else {
+    src.note_transfer(TransferDirection::to_peer, bytes);
+    dst.note_transfer(TransferDirection::from_peer, bytes);
+  }
+}
+}  // namespace detail
 
 }  // namespace xdev

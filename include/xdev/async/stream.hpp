@@ -111,6 +111,7 @@ class Stream : public detail::StreamCore {
     check_same_device(dst.device(), "copy_to_device: destination");
     check_sizes("copy_to_device", src.size(), dst.size());
     auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), n = dst.size_bytes()](Completion done) {
+      dev.queue()->note_transfer(TransferDirection::from_host, n);
       dev.backend().copy_to_device(dev.ordinal(), src, h, 0, n, std::move(done));
     };
     return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
@@ -123,6 +124,7 @@ class Stream : public detail::StreamCore {
     check_same_device(src.device(), "copy_to_host: source");
     check_sizes("copy_to_host", src.size(), dst.size());
     auto launch = [dev = device_, h = src.native_handle(), dst = dst.data(), n = src.size_bytes()](Completion done) {
+      dev.queue()->note_transfer(TransferDirection::to_host, n);
       dev.backend().copy_to_host(dev.ordinal(), h, 0, dst, n, std::move(done));
     };
     return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
@@ -138,8 +140,10 @@ class Stream : public detail::StreamCore {
     if (!src.device().same_runtime(dst.device()))
       throw error(errc::invalid_argument, "copy: source and destination belong to different runtimes");
     check_sizes("copy", src.size(), dst.size());
-    auto launch = [dev = device_, s = src.device().ordinal(), sh = src.native_handle(), d = dst.device().ordinal(),
-                   dh = dst.native_handle(), n = src.size_bytes()](Completion done) {
+    auto launch = [dev = device_, sq = src.device().queue(), s = src.device().ordinal(), sh = src.native_handle(),
+                   dq = dst.device().queue(), d = dst.device().ordinal(), dh = dst.native_handle(),
+                   n = src.size_bytes()](Completion done) {
+      detail::note_copy(*sq, *dq, n);
       dev.backend().copy_between(s, sh, 0, d, dh, 0, n, std::move(done));
     };
     return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));

@@ -132,6 +132,8 @@ class Device {
   /// the `MaxInflight` capability.
   [[nodiscard]] std::size_t max_inflight() const { return queue()->throttle().limit(); }
   [[nodiscard]] ExecutionStats execution_stats() const { return queue()->stats(); }
+  /// Bytes transferred into and out of this device so far.
+  [[nodiscard]] TransferStats transfer_stats() const { return queue()->transfer_stats(); }
 
   /// The device's execution state (for xdev's own layers).
   [[nodiscard]] const std::shared_ptr<DeviceQueue>& queue() const { return state().queue; }

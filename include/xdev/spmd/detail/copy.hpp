@@ -1,0 +1,124 @@
+/// \file
+/// Copies between any two devices of a mesh, possibly of different runtimes or backends (for
+/// xdev's SPMD layer; users copy with `AnyStream::copy`).
+#pragma once
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/async/device_queue.hpp>
+#include <xdev/async/submit.hpp>
+#include <xdev/async/use_future.hpp>
+#include <xdev/backend/completion.hpp>
+#include <xdev/core/error.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace xdev::spmd::detail {
+
+/// One contiguous run of bytes to copy from one device's buffer to another's.
+struct CopyRegion {
+  AnyDevice src;
+  xdev::detail::erased_handle src_handle;
+  std::size_t src_offset = 0;
+  AnyDevice dst;
+  xdev::detail::erased_handle dst_handle;
+  std::size_t dst_offset = 0;
+  std::size_t bytes = 0;
+};
+
+/// Starts one region's copy on the backends (no queue, no in-flight slot: the caller submitted the
+/// work that calls this) and calls `done` exactly once. Devices of one runtime copy directly
+/// (`copy_between`); devices of different runtimes go through a host staging buffer (device→host,
+/// then host→device), kept alive by the completions. Counts the bytes in both devices'
+/// `TransferStats` (a host-routed copy as to-host on the source and from-host on the destination).
+inline void start_copy(const CopyRegion& r, Completion done) {
+  if (r.bytes == 0) {
+    done(nullptr);
+    return;
+  }
+  if (r.src.same_runtime(r.dst)) {
+    xdev::detail::note_copy(*r.src.queue(), *r.dst.queue(), r.bytes);
+    r.dst.model().copy_between(r.src.ordinal(), r.src_handle, r.src_offset, r.dst.ordinal(), r.dst_handle,
+                               r.dst_offset, r.bytes, r.dst.keep_alive(r.src.keep_alive(std::move(done))));
+    return;
+  }
+  auto staging = std::shared_ptr<std::byte[]>(new std::byte[r.bytes]);
+  r.src.queue()->note_transfer(TransferDirection::to_host, r.bytes);
+  r.src.model().copy_to_host(
+      r.src_handle, r.src_offset, staging.get(), r.bytes,
+      r.src.keep_alive([r, staging, done = std::move(done)](std::exception_ptr ep) mutable {
+        if (ep) {
+          done(std::move(ep));
+          return;
+        }
+        try {
+          r.dst.queue()->note_transfer(TransferDirection::from_host, r.bytes);
+          r.dst.model().copy_to_device(staging.get(), r.dst_handle, r.dst_offset, r.bytes,
+                                       r.dst.keep_alive([staging, done = std::move(done)](std::exception_ptr ep2) mutable {
+                                         done(std::move(ep2));
+                                       }));
+        } catch (...) {
+          done(std::current_exception());
+        }
+      }));
+}
+
+/// Starts every region at once and calls `done` once, when all have completed, with the first
+/// error any of them reported (the others still complete: nothing is left running on a buffer
+/// after `done`).
+inline void start_copies(std::vector<CopyRegion> regions, Completion done) {
+  if (regions.empty()) {
+    done(nullptr);
+    return;
+  }
+  struct Join {
+    std::atomic<std::size_t> left;
+    std::mutex m;
+    std::exception_ptr first;
+    Completion done;
+    void arrive(std::exception_ptr ep) {
+      if (ep) {
+        std::lock_guard lk(m);
+        if (!first) first = std::move(ep);
+      }
+      if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::exception_ptr e;
+        {
+          std::lock_guard lk(m);
+          e = first;
+        }
+        std::move(done)(std::move(e));
+      }
+    }
+  };
+  auto join = std::make_shared<Join>();
+  join->left.store(regions.size(), std::memory_order_relaxed);
+  join->done = std::move(done);
+  for (const auto& r : regions) {
+    try {
+      start_copy(r, [join](std::exception_ptr ep) { join->arrive(std::move(ep)); });
+    } catch (...) {
+      join->arrive(std::current_exception());
+    }
+  }
+}
+
+/// Submits the copy of `regions` as one operation on `queue_device`'s default stream (in order
+/// after the work before it there, counting against its in-flight bound); completes through
+/// `token` with `void(std::exception_ptr)` when every region is copied. The caller orders the
+/// copy after the work that produced the sources on other devices.
+template <class Token = const use_future_t&>
+auto submit_copies(const AnyDevice& queue_device, std::vector<CopyRegion> regions, Token&& token = use_future) {
+  auto launch = [regions = std::move(regions)](Completion done) mutable {
+    start_copies(std::move(regions), std::move(done));
+  };
+  return xdev::detail::submit<void>(queue_device.queue(), queue_device.queue()->default_chain(), nullptr,
+                                    std::move(launch), std::forward<Token>(token));
+}
+
+}  // namespace xdev::spmd::detail
