@@ -2,10 +2,10 @@
 /// `xdev_ref::Ref`: xdev's reference plugin backend, device type "REF". Written the way a vendor
 /// writes an out-of-tree backend: its own namespace, only public xdev headers, and no relation to
 /// xdev's host backend. Memory comes from `std::aligned_alloc`; each device has one worker thread
-/// that runs its queue in order. It implements fill (every dtype), scale, axpy, binary, sum, dot
-/// and gemm (f32 and f64) natively and leaves sum_axis, gather, rng and convert to xdev's CPU
-/// fallback, so a test through it exercises both paths. `ref_plugin.cpp` turns it into the plugin
-/// `libxdev_plugin_ref.so` with `XDEV_DEFINE_PLUGIN(xdev_ref::Ref)`.
+/// that runs its queue in order. It implements fill (every dtype), scale, axpy, binary (add, mul,
+/// min, max), sum, dot and gemm (f32 and f64) natively and leaves sum_axis, gather, rng and
+/// convert to xdev's CPU fallback, so a test through it exercises both paths. `ref_plugin.cpp`
+/// turns it into the plugin `libxdev_plugin_ref.so` with `XDEV_DEFINE_PLUGIN(xdev_ref::Ref)`.
 #pragma once
 
 #include <xdev/backend/completion.hpp>
@@ -179,19 +179,35 @@ class Ref {
         std::move(done));
   }
 
-  /// `out = a + b` or `a * b`, element by element (f32, f64).
+  /// `out = a + b`, `a * b`, `min(a, b)` or `max(a, b)`, element by element (f32, f64); min and
+  /// max as xdev defines them: `(b < a) ? b : a` and `(a < b) ? b : a`.
+  /// \throws xdev::error `errc::invalid_argument` for an operator it does not know.
   template <std::floating_point T>
   void binary(std::size_t device, const xdev::ops::BinaryArgs<T, memory_handle>& a, xdev::Completion done) {
+    using Op = xdev::ops::BinaryOp;
+    if (a.op != Op::add && a.op != Op::mul && a.op != Op::min && a.op != Op::max)
+      throw xdev::error(xdev::errc::invalid_argument,
+                        "REF: binary: unknown operator " + std::to_string(static_cast<int>(a.op)));
     run(
         device,
         [a] {
           const T* x = static_cast<const T*>(a.a);
           const T* y = static_cast<const T*>(a.b);
           T* out = static_cast<T*>(a.out);
-          if (a.op == xdev::ops::BinaryOp::add)
-            for (std::size_t i = 0; i < a.n; ++i) out[i] = x[i] + y[i];
-          else
-            for (std::size_t i = 0; i < a.n; ++i) out[i] = x[i] * y[i];
+          switch (a.op) {
+            case Op::add:
+              for (std::size_t i = 0; i < a.n; ++i) out[i] = x[i] + y[i];
+              break;
+            case Op::mul:
+              for (std::size_t i = 0; i < a.n; ++i) out[i] = x[i] * y[i];
+              break;
+            case Op::min:
+              for (std::size_t i = 0; i < a.n; ++i) out[i] = y[i] < x[i] ? y[i] : x[i];
+              break;
+            case Op::max:
+              for (std::size_t i = 0; i < a.n; ++i) out[i] = x[i] < y[i] ? y[i] : x[i];
+              break;
+          }
         },
         std::move(done));
   }

@@ -314,6 +314,24 @@ TYPED_TEST(HostElementwiseTyped, FillScaleAxpyBinaryMatchTheReference) {
       host::binary(par, xdev::ops::BinaryOp::mul, a.data(), b.data(), out.data(), n);
       for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(bits_of(out[i]), bits_of(ref_mul(a[i], b[i]))) << i;
 
+      // minimum / maximum: exact for every dtype (nothing rounds); (b < a) ? b : a and (a < b) ? b : a.
+      auto num = [](T v) {
+        if constexpr (xdev::ops::host::detail::is_half<T>)
+          return static_cast<double>(static_cast<float>(v));
+        else
+          return static_cast<double>(v);
+      };
+      host::binary(par, xdev::ops::BinaryOp::min, a.data(), b.data(), out.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool b_less = num(b[i]) < num(a[i]);
+        ASSERT_EQ(bits_of(out[i]), bits_of(b_less ? b[i] : a[i])) << i;
+      }
+      host::binary(par, xdev::ops::BinaryOp::max, a.data(), b.data(), out.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        const bool a_less = num(a[i]) < num(b[i]);
+        ASSERT_EQ(bits_of(out[i]), bits_of(a_less ? b[i] : a[i])) << i;
+      }
+
       // out aliasing a, then b.
       Buf<T> alias = a;
       host::binary(par, xdev::ops::BinaryOp::add, alias.data(), b.data(), alias.data(), n);

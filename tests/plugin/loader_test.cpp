@@ -66,7 +66,7 @@ void expect_mixed_neighbours_load() {
   const auto found = plugin::discover(plugin::SearchPath{{fixture_dir("mixed")}});
   std::vector<std::string> names;
   for (const auto& lib : found.plugins()) names.push_back(lib->name());
-  EXPECT_THAT(names, ElementsAre("ALPHA", "MINOR2"));
+  EXPECT_THAT(names, ElementsAre("ALPHA", "MINOR3"));
 }
 
 std::vector<char> read_bytes(const fs::path& file) {
@@ -102,7 +102,7 @@ TEST(Load, ValidatesInitializesAndHandsOutAWorkingTable) {
   EXPECT_EQ(lib->version(), "0.0.1-good");
   EXPECT_EQ(lib->platform(), "malloc'ed host memory, 2 devices");
   EXPECT_EQ(lib->path(), path);
-  EXPECT_EQ(lib->abi_minor(), 1u);
+  EXPECT_EQ(lib->abi_minor(), unsigned{XDEV_ABI_MINOR});
   EXPECT_FALSE(lib->never_unload());
   EXPECT_EQ(markers.count("good", "initialize"), 1);
   // The plugin's own log line reaches the sink, prefixed with its name.
@@ -279,11 +279,20 @@ TEST(FailureCase, OlderMinorIsRejectedBeforeInitialize) {
 
 TEST(FailureCase, NewerMinorWithALargerTableIsAccepted) {
   Markers markers;
-  const auto lib = plugin::load(fixture_plugin("mixed", "minor2"));
-  EXPECT_EQ(lib->name(), "MINOR2");
-  EXPECT_EQ(lib->abi_minor(), 2u);
+  const auto lib = plugin::load(fixture_plugin("mixed", "minor3"));
+  EXPECT_EQ(lib->name(), "MINOR3");
+  EXPECT_EQ(lib->abi_minor(), 3u);
+  EXPECT_GT(lib->abi_minor(), unsigned{XDEV_ABI_MINOR});
   EXPECT_GT(lib->api().struct_size, sizeof(xdev_plugin_api));
-  EXPECT_EQ(markers.count("minor2", "initialize"), 1);
+  EXPECT_EQ(markers.count("minor3", "initialize"), 1);
+}
+
+TEST(FailureCase, OldestAcceptedMinorIsAccepted) {
+  Markers markers;
+  const auto lib = plugin::load(fixture_plugin("binary", "binary11"));
+  EXPECT_EQ(lib->name(), "BINARY11");
+  EXPECT_EQ(lib->abi_minor(), unsigned{XDEV_ABI_MIN_MINOR});
+  EXPECT_EQ(markers.count("binary11", "initialize"), 1);
 }
 
 TEST(FailureCase, LibraryWithoutEntrySymbolIsNeverLoaded) {
@@ -378,14 +387,14 @@ TEST(Discover, MixedDirectoryGivesEveryCandidateAStatusAndOneDiagnostic) {
   EXPECT_THAT(
       files, ElementsAre("libxdev_plugin_alpha.so", "libxdev_plugin_empty.so", "libxdev_plugin_entry_throws.so",
                          "libxdev_plugin_entry_v2.so", "libxdev_plugin_initialize_fails.so", "libxdev_plugin_major2.so",
-                         "libxdev_plugin_minor0.so", "libxdev_plugin_minor2.so", "libxdev_plugin_null_table.so",
+                         "libxdev_plugin_minor0.so", "libxdev_plugin_minor3.so", "libxdev_plugin_null_table.so",
                          "libxdev_plugin_text.so", "libxdev_plugin_unrelated.so", "libxdev_plugin_unresolved.so"));
   using S = plugin::CandidateStatus;
   const auto status_of = [&](std::string_view file) {
     return candidate_of(found, fixture_plugin("mixed", file))->status;
   };
   EXPECT_EQ(status_of("alpha"), S::loaded);
-  EXPECT_EQ(status_of("minor2"), S::loaded);
+  EXPECT_EQ(status_of("minor3"), S::loaded);
   EXPECT_EQ(status_of("empty"), S::not_a_plugin);
   EXPECT_EQ(status_of("text"), S::not_a_plugin);
   EXPECT_EQ(status_of("unrelated"), S::not_a_plugin);
@@ -415,7 +424,8 @@ TEST(Discover, MixedDirectoryGivesEveryCandidateAStatusAndOneDiagnostic) {
   const std::string report = found.report();
   EXPECT_THAT(report, HasSubstr("plugin search path:\n  " + fixture_dir("mixed").string() + " (program)\n"));
   EXPECT_THAT(report, HasSubstr("  loaded        " + fixture_plugin("mixed", "alpha").string() +
-                                ": ALPHA 0.0.1-alpha (ABI 1.1) on \"malloc'ed host memory, 2 devices\"\n"));
+                                ": ALPHA 0.0.1-alpha (ABI " + std::to_string(XDEV_ABI_MAJOR) + "." +
+                                std::to_string(XDEV_ABI_MINOR) + ") on \"malloc'ed host memory, 2 devices\"\n"));
   EXPECT_THAT(report, HasSubstr("  not a plugin  " + fixture_plugin("mixed", "text").string() +
                                 ": not a shared library (no ELF header)\n"));
   EXPECT_THAT(report, HasSubstr("  other ABI     " + fixture_plugin("mixed", "entry_v2").string() +
@@ -545,9 +555,9 @@ TEST(Discover, UsesXdevPluginPathAndNeverTheCurrentDirectory) {
 TEST(Find, LoadsTheNamedPluginAndInitializesNoOther) {
   Markers markers;
   CapturedDiagnostics quiet;
-  const auto lib = plugin::find("MINOR2", plugin::SearchPath{{fixture_dir("mixed")}});
-  EXPECT_EQ(lib->name(), "MINOR2");
-  EXPECT_EQ(markers.count("minor2", "initialize"), 1);
+  const auto lib = plugin::find("MINOR3", plugin::SearchPath{{fixture_dir("mixed")}});
+  EXPECT_EQ(lib->name(), "MINOR3");
+  EXPECT_EQ(markers.count("minor3", "initialize"), 1);
   // Opened to read their names, never initialized:
   EXPECT_EQ(markers.count("alpha", "initialize"), 0);
   EXPECT_EQ(markers.count("initialize_fails", "initialize"), 0);
@@ -567,7 +577,7 @@ TEST(Find, UnknownNameListsWhatWasFoundAndWhatFailed) {
       error_of([] { (void)plugin::find("NOPE", plugin::SearchPath{{fixture_dir("mixed")}}); }, xdev::errc::not_found);
   EXPECT_THAT(what, HasSubstr("no xdev plugin named \"NOPE\" in the plugin search path \"" +
                               fixture_dir("mixed").string() + "\""));
-  EXPECT_THAT(what, HasSubstr("found: ALPHA, INITFAIL, MINOR2"));
+  EXPECT_THAT(what, HasSubstr("found: ALPHA, INITFAIL, MINOR3"));
   EXPECT_THAT(what, HasSubstr("undefined symbol: xdev_test_missing_function"));
   EXPECT_THAT(what, HasSubstr("built for plugin ABI 2, this xdev speaks 1"));
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 
@@ -56,6 +57,14 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
   larger.api.struct_size = sizeof larger;
   larger.api.abi_minor = XDEV_ABI_MINOR + 1;
   EXPECT_NO_THROW(xdev::plugin::check_table(&larger.api, "newer"));
+}
+
+TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 2, "ABI 1.1 (before binary min/max) is still accepted");
+  for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
+    t.abi_minor = minor;
+    EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor;
+  }
 }
 
 TEST_F(CheckTable, AnotherMajorOrAnOlderMinorIsRejectedNamingBoth) {

@@ -253,6 +253,67 @@ TEST(DefinePlugin, EveryIncomingStructIsChecked) {
   EXPECT_EQ(done.count(), 0);
 }
 
+// The generated `binary` entry decodes every XDEV_BINARY_* code to its operator, and fails an
+// unknown one (never reading it as another operator) without completing.
+TEST(DefinePlugin, TheBinaryEntryDecodesEveryOperatorAndRejectsAnUnknownOne) {
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  const std::vector<float> a{-1.5f, 2.0f, 3.0f}, b{4.0f, -2.0f, 3.0f};
+  std::vector<float> out(3);
+  Client c(ref.api);
+  Errors err;
+  xdev_memory ma = 0, mb = 0, mo = 0;
+  ASSERT_EQ(ref.api->allocate(c.backend, 0, 12, &ma, &err.c), XDEV_OK);
+  ASSERT_EQ(ref.api->allocate(c.backend, 0, 12, &mb, &err.c), XDEV_OK);
+  ASSERT_EQ(ref.api->allocate(c.backend, 0, 12, &mo, &err.c), XDEV_OK);
+  const auto copy = [&](bool up, xdev_memory m, void* host) {
+    Completions done;
+    const xdev_completion dc = done.c();
+    const xdev_status s = up ? ref.api->copy_to_device(c.backend, 0, host, m, 0, 12, &dc, &err.c)
+                             : ref.api->copy_to_host(c.backend, 0, m, 0, host, 12, &dc, &err.c);
+    ASSERT_EQ(s, XDEV_OK) << err.message;
+    ASSERT_TRUE(done.wait());
+  };
+  copy(true, ma, const_cast<float*>(a.data()));
+  copy(true, mb, const_cast<float*>(b.data()));
+  const auto run = [&](std::uint32_t op, Completions& done, Errors& e) {
+    xdev_binary_args args{};
+    args.struct_size = sizeof args;
+    args.dtype = XDEV_DTYPE_F32;
+    args.op = op;
+    args.a = ma;
+    args.b = mb;
+    args.out = mo;
+    args.n = 3;
+    const xdev_completion dc = done.c();
+    return ref.api->binary(c.backend, 0, &args, &dc, &e.c);
+  };
+  struct Case {
+    std::uint32_t op;
+    std::vector<float> expected;
+  };
+  for (const Case& k : {Case{XDEV_BINARY_ADD, {2.5f, 0.0f, 6.0f}}, Case{XDEV_BINARY_MUL, {-6.0f, -4.0f, 9.0f}},
+                        Case{XDEV_BINARY_MIN, {-1.5f, -2.0f, 3.0f}}, Case{XDEV_BINARY_MAX, {4.0f, 2.0f, 3.0f}}}) {
+    Completions done;
+    Errors e;
+    ASSERT_EQ(run(k.op, done, e), XDEV_OK) << k.op << ": " << e.message;
+    ASSERT_TRUE(done.wait());
+    EXPECT_EQ(done.code, XDEV_OK) << done.message;
+    copy(false, mo, out.data());
+    EXPECT_EQ(out, k.expected) << "XDEV_BINARY_* code " << k.op;
+  }
+  for (std::uint32_t unknown : {4u, 255u, 0xFFFFFFFFu}) {
+    Completions done;
+    Errors e;
+    EXPECT_EQ(run(unknown, done, e), XDEV_ERR_INVALID_ARGUMENT) << unknown;
+    EXPECT_EQ(e.message,
+              "binary: op " + std::to_string(unknown) + " is not an XDEV_BINARY_* value (0 add, 1 mul, 2 min, 3 max)");
+    EXPECT_EQ(done.count(), 0) << "a failed entry never completes";
+  }
+  copy(false, mo, out.data());
+  EXPECT_EQ(out, (std::vector<float>{4.0f, 2.0f, 3.0f})) << "a rejected call wrote nothing";
+  for (xdev_memory m : {ma, mb, mo}) ref.api->deallocate(c.backend, 0, m, 12);
+}
+
 TEST(DefinePlugin, ExceptionsBecomeStatusCodesAndMessages) {
   const auto abi = load(plugin_abi_test::abi_plugin);
   Client c(abi.api);

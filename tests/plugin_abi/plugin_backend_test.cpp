@@ -1,5 +1,6 @@
 // xdev::plugin::PluginBackend (<xdev/plugin/plugin_backend.hpp>): a Runtime<PluginBackend> over
 // the tables of REF and ABITEST, and over altered copies of REF's table that break the rules.
+#include <xdev/any/any_device.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/ops/ops.hpp>
@@ -9,6 +10,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -106,10 +108,15 @@ TEST(PluginBackend, RoundTripThroughTheReferencePlugin) {
   xdev::ops::add(dev, x, z, z).get();
   xdev::ops::mul(dev, x, z, z).get();
   EXPECT_EQ(to_host(z), std::vector<float>(1000, 30.0f));
+  auto w = xdev::empty<float>(dev, {1000});
+  xdev::ops::minimum(dev, x, z, w).get();
+  EXPECT_EQ(to_host(w), std::vector<float>(1000, 3.0f));
+  xdev::ops::maximum(dev, x, z, w).get();
+  EXPECT_EQ(to_host(w), std::vector<float>(1000, 30.0f));
   auto i = to_device(dev, {4}, std::vector<std::int32_t>{0, 0, 0, 0});
   xdev::ops::fill(dev, i, std::int32_t{-5}).get();
   EXPECT_EQ(to_host(i), std::vector<std::int32_t>(4, -5));
-  EXPECT_EQ(fallbacks(), before) << "REF runs fill, scale, axpy, add, mul, sum, dot and gemm itself";
+  EXPECT_EQ(fallbacks(), before) << "REF runs fill, scale, axpy, add, mul, minimum, maximum, sum, dot and gemm itself";
 
   // What REF leaves out runs through xdev's CPU fallback, each counted once.
   auto row = to_device(dev, {3}, std::vector<float>(3, 0.0f));
@@ -149,6 +156,59 @@ TEST(PluginBackend, ImplementsFollowsTheOpDtypesOfThePlugin) {
   EXPECT_FALSE(b.implements(static_cast<OpKind>(99), DType::f32, DType::f32));
   EXPECT_EQ(b.op_dtypes(OpKind::fill), 0xFFu);
   EXPECT_EQ(b.op_dtypes(OpKind::rng), 0u);
+  // REF is built with this xdev's headers: it reports ABI 1.2 and takes every binary operator.
+  EXPECT_EQ(b.abi_minor(), unsigned{XDEV_ABI_MINOR});
+  using xdev::ops::BinaryOp;
+  for (BinaryOp op : {BinaryOp::add, BinaryOp::mul, BinaryOp::min, BinaryOp::max})
+    EXPECT_TRUE(b.implements_binary(op)) << xdev::ops::name_of(op);
+  EXPECT_FALSE(b.implements_binary(static_cast<BinaryOp>(4)));
+  static_assert(xdev::concepts::DeclaresBinaryOps<PluginBackend>);
+}
+
+// REF's table as a plugin of ABI 1.1 would give it (the layout is the same): its binary entry is
+// never sent min or max, which run through xdev's CPU fallback; add and mul stay native. The same
+// through an AnyDevice, whose erased path ends in the same dispatch.
+TEST(PluginBackend, ATableOfAbi11GetsMinimumAndMaximumThroughTheFallback) {
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  xdev_plugin_api t = *ref.api;
+  t.abi_minor = 1;
+  Runtime rt({}, &t, ref.library);
+  EXPECT_EQ(rt.backend().abi_minor(), 1u);
+  EXPECT_FALSE(rt.backend().implements_binary(xdev::ops::BinaryOp::min));
+  EXPECT_FALSE(rt.backend().implements_binary(xdev::ops::BinaryOp::max));
+  EXPECT_TRUE(rt.backend().implements_binary(xdev::ops::BinaryOp::add));
+  const auto check = [](const auto& dev) {
+    auto a = to_device(dev, {4}, std::vector<double>{1, -2, 3, -0.0});
+    auto b = to_device(dev, {4}, std::vector<double>{0, -1, 3, 0.0});
+    auto out = to_device(dev, {4}, std::vector<double>(4, 9.0));
+    const auto before = fallbacks();
+    xdev::ops::minimum(dev, a, b, out).get();
+    EXPECT_EQ(to_host(out), (std::vector<double>{0, -2, 3, -0.0}));
+    EXPECT_TRUE(std::signbit(to_host(out)[3])) << "minimum(-0.0, +0.0) is a";
+    xdev::ops::maximum(dev, a, b, out).get();
+    EXPECT_EQ(to_host(out), (std::vector<double>{1, -1, 3, -0.0}));
+    xdev::ops::add(dev, a, b, out).get();
+    xdev::ops::mul(dev, a, b, out).get();
+    const auto after = fallbacks();
+    EXPECT_EQ(delta(before, after, "fallback.minimum"), 1u);
+    EXPECT_EQ(delta(before, after, "fallback.maximum"), 1u);
+    EXPECT_EQ(delta(before, after, "fallback.add"), 0u);
+    EXPECT_EQ(delta(before, after, "fallback.mul"), 0u);
+  };
+  check(rt.device(0));
+  check(xdev::AnyDevice(rt.device(1)));
+  rt.synchronize();
+
+  // The same table at its real minor: every operator native.
+  Runtime current({}, ref.api, ref.library);
+  const auto dev = current.device(0);
+  auto a = to_device(dev, {2}, std::vector<double>{1, 2});
+  auto out = to_device(dev, {2}, std::vector<double>(2, 0.0));
+  const auto before = fallbacks();
+  xdev::ops::minimum(dev, a, a, out).get();
+  xdev::ops::maximum(dev, a, a, out).get();
+  EXPECT_EQ(fallbacks(), before);
+  current.synchronize();
 }
 
 TEST(PluginBackend, AnOpThatFailsInThePluginReachesTheFutureWithItsCodeAndMessage) {

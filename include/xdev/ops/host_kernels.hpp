@@ -218,6 +218,26 @@ constexpr T mul(T a, T b) noexcept {
   }
 }
 
+// The smaller of `a` and `b` as the portable ops define it: `(b < a) ? b : a`, so `a` wins ties
+// (-0.0 and +0.0 included) and a NaN `a` propagates, as with std::min. f16/bf16 compare through
+// float, like their `<=>`; the result is one of the inputs, bit for bit. For bool, `and`.
+template <class T>
+constexpr T min(T a, T b) noexcept {
+  if constexpr (is_half<T>)
+    return to_float(b) < to_float(a) ? b : a;
+  else
+    return b < a ? b : a;
+}
+
+// The larger: `(a < b) ? b : a`, with the same conventions as `min` (for bool, `or`).
+template <class T>
+constexpr T max(T a, T b) noexcept {
+  if constexpr (is_half<T>)
+    return to_float(a) < to_float(b) ? b : a;
+  else
+    return a < b ? b : a;
+}
+
 // `y + alpha * x`; for f16/bf16 computed in float and rounded once.
 template <class T>
 constexpr T axpy_one(T alpha, T x, T y) noexcept {
@@ -276,6 +296,13 @@ void axpy(const Parallel& par, T alpha, const T* x, T* y, std::size_t n) {
 /// Arithmetic per dtype: IEEE for f32 and f64; for f16 and bf16 computed in float and rounded once
 /// to nearest even (which is the correctly rounded result); integers wrap modulo 2^bits (no
 /// undefined signed overflow); for bool, `add` is `or` and `mul` is `and`.
+///
+/// `min` and `max` select, they do not round: `min(a, b) = (b < a) ? b : a` and
+/// `max(a, b) = (a < b) ? b : a`, element-wise, as `std::min` / `std::max` do. So the result is
+/// always one of the inputs bit for bit; on a tie (-0.0 against +0.0 included) it is `a`; a NaN in
+/// `a` propagates and a NaN in `b` does not (every comparison with NaN is false). f16 and bf16
+/// compare their values (through float, as their `<=>` does); for bool, `min` is `and` and `max`
+/// is `or`.
 /// \throws xdev::error `errc::invalid_argument` for an unknown `BinaryOp` value.
 template <class T>
 void binary(const Parallel& par, BinaryOp op, const T* a, const T* b, T* out, std::size_t n) {
@@ -288,9 +315,17 @@ void binary(const Parallel& par, BinaryOp op, const T* a, const T* b, T* out, st
       return parallel_for(par, n, detail::elementwise_grain, [=](std::size_t s, std::size_t e) {
         detail::map2(a + s, b + s, out + s, e - s, [](T u, T v) { return detail::mul(u, v); });
       });
+    case BinaryOp::min:
+      return parallel_for(par, n, detail::elementwise_grain, [=](std::size_t s, std::size_t e) {
+        detail::map2(a + s, b + s, out + s, e - s, [](T u, T v) { return detail::min(u, v); });
+      });
+    case BinaryOp::max:
+      return parallel_for(par, n, detail::elementwise_grain, [=](std::size_t s, std::size_t e) {
+        detail::map2(a + s, b + s, out + s, e - s, [](T u, T v) { return detail::max(u, v); });
+      });
   }
-  throw error(errc::invalid_argument,
-              "binary: unknown BinaryOp value " + std::to_string(static_cast<int>(op)) + "; accepted: add, mul");
+  throw error(errc::invalid_argument, "binary: unknown BinaryOp value " + std::to_string(static_cast<int>(op)) +
+                                          "; accepted: add (0), mul (1), min (2), max (3)");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,8 +12,11 @@
 /// backend's member of the op's name taking that struct runs it, unless the backend's optional
 /// `implements(op, t, t2)` hook refuses the dtypes; a backend without that member, or that
 /// refuses, gets the CPU fallback (operands copied to the host, computed there, results copied
-/// back), counted by the metric `fallback.<op>`. An `AnyDevice` takes the same path: its erased
-/// model rebuilds the typed arguments and calls the same `launch_op`.
+/// back), counted by the metric `fallback.<op>`. For the element-wise binary ops (`add`, `mul`,
+/// `minimum`, `maximum`, one `binary` member) a backend may also refuse a single operator with the
+/// optional `implements_binary(op)` hook (`concepts::DeclaresBinaryOps`): a plugin of an older ABI
+/// minor that predates an operator refuses it this way. An `AnyDevice` takes the same path: its
+/// erased model rebuilds the typed arguments and calls the same `launch_op`.
 #pragma once
 
 #include <xdev/async/stream.hpp>
@@ -55,6 +58,18 @@ concept DeviceHandle = requires { typename D::backend_type; } &&
 template <class Q>
 concept Queue = requires { typename Q::backend_type; } &&
     (DeviceHandle<Q> || std::same_as<Q, Stream<typename Q::backend_type>> || std::same_as<Q, AnyStream>);
+
+/// Optional backend hook: `b.implements_binary(op)` says whether the backend's `binary` member
+/// handles the element-wise operator `op` at all; false runs that call through the CPU fallback
+/// (counted in `fallback.<name>`, "fallback.minimum" say) although the member exists. Asked before
+/// `implements` (`DeclaresOps`), which decides by dtype. `PluginBackend` refuses `min` and `max`
+/// for a plugin of ABI 1.1, which predates them.
+///
+///     bool implements_binary(xdev::ops::BinaryOp op) const noexcept;
+template <class B>
+concept DeclaresBinaryOps = requires(const B& b, ops::BinaryOp op) {
+  { b.implements_binary(op) } noexcept -> std::convertible_to<bool>;
+};
 
 // clang-format on
 
@@ -130,17 +145,24 @@ Staged<H> staged(H h, std::size_t n, bool read, bool written) {
 
 // ---- dispatch: the backend's member, or the CPU fallback -----------------------------------
 
-// False when backend `b` has the `implements` hook and it refuses these arguments' dtypes.
+// False when backend `b` has the `implements` hook and it refuses these arguments' dtypes, or,
+// for a binary op, the `implements_binary` hook and it refuses the operator.
 template <class B, class Args>
-bool runs_natively(const B& b, const Args&) noexcept {
+bool runs_natively(const B& b, const Args& args) noexcept {
   using info = op_info<Args>;
+  if constexpr (info::known && info::kind == OpKind::binary && concepts::DeclaresBinaryOps<B>) {
+    if (!static_cast<bool>(b.implements_binary(args.op))) return false;
+  } else {
+    (void)args;
+  }
   if constexpr (concepts::DeclaresOps<B> && info::known)
     return static_cast<bool>(b.implements(info::kind, info::dtype, info::dtype2));
   else
     return true;
 }
 
-// Whether the fallback code of an op with a member must exist: only when `implements` may refuse.
+// Whether the fallback code of an op with a member must exist: only when `implements` may refuse
+// (or, for a binary op, `implements_binary`).
 template <class B>
 inline constexpr bool may_refuse = concepts::DeclaresOps<B>;
 
@@ -207,7 +229,8 @@ void launch_op(const Device<B>& dev, const AxpyArgs<T, typename B::memory_handle
   }
 }
 
-/// Runs `add` or `mul` on `dev` (the fallback counts `fallback.add` or `fallback.mul`).
+/// Runs `add`, `mul`, `minimum` or `maximum` on `dev` (the fallback counts `fallback.add`,
+/// `fallback.mul`, `fallback.minimum` or `fallback.maximum`: see `name_of(BinaryOp)`).
 template <class B, class T>
 void launch_op(const Device<B>& dev, const BinaryArgs<T, typename B::memory_handle>& args, Completion done) {
   constexpr bool member = requires(B & b, Completion c) {
@@ -216,9 +239,9 @@ void launch_op(const Device<B>& dev, const BinaryArgs<T, typename B::memory_hand
   if constexpr (member) {
     if (runs_natively(dev.backend(), args)) return dev.backend().binary(dev.ordinal(), args, std::move(done));
   }
-  if constexpr (!member || may_refuse<B>) {
+  if constexpr (!member || may_refuse<B> || concepts::DeclaresBinaryOps<B>) {
     run_fallback<B>(
-        args.op == BinaryOp::add ? "add" : "mul", dev.backend(), dev.ordinal(),
+        name_of(args.op), dev.backend(), dev.ordinal(),
         {staged<T>(args.a, args.n, true, false), staged<T>(args.b, args.n, true, false),
          staged<T>(args.out, args.n, false, true)},
         [args](std::vector<std::byte*>& p) {
@@ -464,6 +487,25 @@ requires detail::is_arith<T>
 auto mul(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
          Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
   return detail::binary("mul", BinaryOp::mul, q, a, b, out, std::forward<Token>(token));
+}
+
+/// `out = min(a, b)`, element-wise: `(b < a) ? b : a`, as `std::min`; as `add` otherwise. Exact
+/// (each element is one of the inputs, bit for bit): `a` wins ties, so `minimum(-0.0, +0.0)` is
+/// -0.0 and `minimum(+0.0, -0.0)` is +0.0; a NaN in `a` propagates, a NaN in `b` does not.
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T>
+auto minimum(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
+             Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
+  return detail::binary("minimum", BinaryOp::min, q, a, b, out, std::forward<Token>(token));
+}
+
+/// `out = max(a, b)`, element-wise: `(a < b) ? b : a`, as `std::max`; as `minimum` otherwise (`a`
+/// wins ties, a NaN in `a` propagates).
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T>
+auto maximum(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
+             Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
+  return detail::binary("maximum", BinaryOp::max, q, a, b, out, std::forward<Token>(token));
 }
 
 /// Copies `src` into `dst` (same shape; either may be on another device of the same runtime).

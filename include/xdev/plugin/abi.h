@@ -42,8 +42,13 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define XDEV_ABI_MAJOR 1
-/* 1.0 was the development table of xdev 0.0 (no `flags`, no `op_dtypes`); 1.1 is the first stable one. */
-#define XDEV_ABI_MINOR 1
+/* Version history of major 1:
+ * - 1.0 was the development table of xdev 0.0 (no `flags`, no `op_dtypes`); no longer accepted.
+ * - 1.1 is the first stable table.
+ * - 1.2 adds binary min/max (XDEV_BINARY_MIN, XDEV_BINARY_MAX); the table's layout is unchanged. A
+ *   1.1 plugin is still accepted: xdev never passes it those codes, and runs min/max for it through
+ *   its CPU fallback. */
+#define XDEV_ABI_MINOR 2
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -96,9 +101,14 @@ typedef int32_t xdev_status;
 #define XDEV_OP_CONVERT 10
 #define XDEV_OP_COUNT 11
 
-/* xdev::ops::BinaryOp */
+/* xdev::ops::BinaryOp. MIN: `(b < a) ? b : a`; MAX: `(a < b) ? b : a` (a NaN in `a` propagates;
+ * the result is one of the inputs, bit for bit). MIN and MAX since ABI 1.2: a plugin whose table
+ * reports minor 1 never receives them; one that reports 1.2 or newer must handle all four (or fail
+ * the call with XDEV_ERR_INVALID_ARGUMENT for a code it does not know). */
 #define XDEV_BINARY_ADD 0
 #define XDEV_BINARY_MUL 1
+#define XDEV_BINARY_MIN 2
+#define XDEV_BINARY_MAX 3
 
 /* xdev_plugin_api::flags */
 /* The library must never be unloaded (it registers atexit handlers, keeps threads, ...). */

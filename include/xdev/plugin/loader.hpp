@@ -473,7 +473,7 @@ struct Discovery {
   /// notes:
   ///   XDEV_PLUGIN_PATH entry 2 "rel" is not an absolute path: ignored (...)
   /// candidates:
-  ///   loaded        /opt/p/libxdev_plugin_ref.so: REF 1.0 (ABI 1.1) on "host"
+  ///   loaded        /opt/p/libxdev_plugin_ref.so: REF 1.0 (ABI 1.2) on "host"
   ///   not a plugin  /opt/p/libfoo.so: exports no xdev_plugin_entry_v1
   /// ```
   [[nodiscard]] std::string report() const {

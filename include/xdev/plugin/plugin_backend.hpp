@@ -58,8 +58,17 @@ static_assert(static_cast<int>(DType::bool_) == XDEV_DTYPE_BOOL && static_cast<i
                   static_cast<int>(DType::f32) == XDEV_DTYPE_F32 && static_cast<int>(DType::f64) == XDEV_DTYPE_F64,
               "xdev::DType and the XDEV_DTYPE_* values of <xdev/plugin/abi.h> disagree");
 static_assert(static_cast<int>(ops::BinaryOp::add) == XDEV_BINARY_ADD &&
-                  static_cast<int>(ops::BinaryOp::mul) == XDEV_BINARY_MUL,
+                  static_cast<int>(ops::BinaryOp::mul) == XDEV_BINARY_MUL &&
+                  static_cast<int>(ops::BinaryOp::min) == XDEV_BINARY_MIN &&
+                  static_cast<int>(ops::BinaryOp::max) == XDEV_BINARY_MAX,
               "xdev::ops::BinaryOp and XDEV_BINARY_* disagree");
+static_assert(detail::binary_code(ops::BinaryOp::min) == XDEV_BINARY_MIN &&
+                  detail::binary_code(ops::BinaryOp::max) == XDEV_BINARY_MAX,
+              "detail::binary_code and XDEV_BINARY_* disagree");
+
+/// The ABI minor that added the binary operators `min` and `max` (`XDEV_BINARY_MIN`, `_MAX`).
+inline constexpr std::uint32_t binary_min_max_minor = 2;
+static_assert(binary_min_max_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates binary min/max");
 
 namespace detail {
 
@@ -271,7 +280,9 @@ inline void initialize_plugin(const xdev_plugin_api& api) {
 /// work on a device type xdev only meets at run time. It names itself by the plugin's name
 /// (`runtime_name()`, so devices print as "REF:0"), reports the plugin's capabilities
 /// (`runtime_capabilities()`), and runs an op natively only for the dtypes the plugin's
-/// `op_dtypes` lists (`implements()`); xdev's CPU fallback runs the rest.
+/// `op_dtypes` lists (`implements()`) and for the binary operators its ABI minor knows
+/// (`implements_binary()`: a 1.1 plugin never receives min or max); xdev's CPU fallback runs the
+/// rest.
 ///
 /// Lifetime: the constructor creates one backend object in the plugin; the destructor destroys it
 /// (`destroy`, after the runtime has finished all work and freed all memory) and only then
@@ -307,6 +318,7 @@ class PluginBackend {
   PluginBackend(const xdev_plugin_api* api, std::shared_ptr<void> library, ClientOptions options = {})
       : library_(std::move(library)), api_(api), options_(options) {
     detail::check_table_header(api, "PluginBackend");
+    abi_minor_ = api->abi_minor;
     name_ = api->name;
     version_ = api->version != nullptr ? api->version : "";
     platform_ = api->platform != nullptr ? api->platform : "";
@@ -353,6 +365,25 @@ class PluginBackend {
                              : static_cast<unsigned>(t);
     return bit < 64 && ((op_masks_[k] >> bit) & 1U) != 0;
   }
+  /// True when the plugin's `binary` entry may be given operator `op`: `add` and `mul` always,
+  /// `min` and `max` only when the table reports ABI 1.2 or newer (a 1.1 plugin predates them and
+  /// could not tell their codes apart). False sends the call to xdev's CPU fallback
+  /// (`concepts::DeclaresBinaryOps`); whether the entry exists, and for which dtypes, is
+  /// `implements`'s to say.
+  [[nodiscard]] bool implements_binary(ops::BinaryOp op) const noexcept {
+    switch (op) {
+      case ops::BinaryOp::add:
+      case ops::BinaryOp::mul:
+        return true;
+      case ops::BinaryOp::min:
+      case ops::BinaryOp::max:
+        return abi_minor_ >= binary_min_max_minor;
+    }
+    return false;
+  }
+  /// The ABI minor the plugin's table reports (at least XDEV_ABI_MIN_MINOR; may be newer than
+  /// XDEV_ABI_MINOR).
+  [[nodiscard]] std::uint32_t abi_minor() const noexcept { return abi_minor_; }
   /// The plugin's dtype mask for `op` as `op_dtypes` gave it (0 when the entry is null; every bit
   /// when the plugin has no `op_dtypes`).
   [[nodiscard]] std::uint64_t op_dtypes(ops::OpKind op) const noexcept {
@@ -451,10 +482,14 @@ class PluginBackend {
   void axpy(std::size_t device, const ops::AxpyArgs<T, memory_handle>& a, Completion done) {
     run_op("axpy", api_->axpy, device, detail::to_c(a), std::move(done));
   }
-  /// `binary` through the plugin (see `fill`).
+  /// `binary` through the plugin (see `fill`). xdev calls it for `min` and `max` only when
+  /// `implements_binary` accepts them; called directly with an operator the plugin's ABI minor
+  /// predates, it throws `errc::unimplemented` (`errc::invalid_argument` for a value that is no
+  /// `BinaryOp`) rather than pass a code the plugin cannot know.
   template <class T>
   requires HasDType<T>
   void binary(std::size_t device, const ops::BinaryArgs<T, memory_handle>& a, Completion done) {
+    if (!implements_binary(a.op)) throw binary_refused(a.op);
     run_op("binary", api_->binary, device, detail::to_c(a), std::move(done));
   }
   /// `sum` through the plugin (see `fill`).
@@ -522,6 +557,17 @@ class PluginBackend {
       else
         op_masks_[k] = api_->op_dtypes != nullptr ? api_->op_dtypes(backend_, k) : ~std::uint64_t{0};
     }
+  }
+
+  // Why `binary` refuses `op` (see `implements_binary`).
+  [[nodiscard]] error binary_refused(ops::BinaryOp op) const {
+    if (op != ops::BinaryOp::min && op != ops::BinaryOp::max)
+      return error(errc::invalid_argument,
+                   name_ + ": binary: unknown BinaryOp value " + std::to_string(static_cast<int>(op)));
+    const std::string major = std::to_string(XDEV_ABI_MAJOR) + ".";
+    return error(errc::unimplemented, name_ + ": binary: operator " + ops::name_of(op) + " needs plugin ABI " + major +
+                                          std::to_string(binary_min_max_minor) + ", the plugin reports " + major +
+                                          std::to_string(abi_minor_));
   }
 
   // \throws xdev::error `errc::unimplemented` naming `entry` when the plugin leaves it null.
@@ -598,6 +644,7 @@ class PluginBackend {
   std::string version_;
   std::string platform_;
   void* backend_ = nullptr;
+  std::uint32_t abi_minor_ = 0;
   CapabilitySet caps_{};
   std::size_t devices_ = 0;
   std::array<std::uint64_t, XDEV_OP_COUNT> op_masks_{};

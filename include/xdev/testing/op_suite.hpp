@@ -1,9 +1,9 @@
 /// \file
 /// xdev's conformance suite of the portable operations, as a reusable device test suite: every
-/// op (fill, scale, axpy, add, mul, copy, sum, dot, gemm, gather, rng_uniform, rng_normal,
-/// convert, parallel_for), its errors and its policies (RngDefault, Autocast), checked against
-/// naive references computed in the test. xdev runs it on the host backend and through the CPU
-/// fallback (tests/ops/ops_test.cpp); a backend author runs the same suite on their backend:
+/// op (fill, scale, axpy, add, mul, minimum, maximum, copy, sum, dot, gemm, gather, rng_uniform,
+/// rng_normal, convert, parallel_for), its errors and its policies (RngDefault, Autocast), checked
+/// against naive references computed in the test. xdev runs it on the host backend and through the
+/// CPU fallback (tests/ops/ops_test.cpp); a backend author runs the same suite on their backend:
 ///
 ///     // my_backend_ops_test.cpp, linked to GTest::gtest_main and GTest::gmock
 ///     #include <xdev/testing/op_suite.hpp>
@@ -210,6 +210,80 @@ void check_binary(const Dev& dev) {
 XDEV_DEVICE_TEST_P(Ops, AddAndMul) {
   check_binary<float>(this->device());
   check_binary<double>(this->device());
+}
+
+// minimum and maximum select, they do not round: bit-exact against `(b < a) ? b : a` and
+// `(a < b) ? b : a`, with negative values, ties (equal values, and -0.0 against +0.0, where `a`
+// wins), and NaNs (one in `a` propagates, one in `b` does not).
+template <class T, class Dev>
+void check_min_max(const Dev& dev) {
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (std::size_t n : {1u, 17u, 70001u}) {
+    auto a = noise<T>(n, 6), b = noise<T>(n, 7);
+    for (std::size_t i = 0; i < n; ++i) {
+      switch (i % 16) {
+        case 3:
+          b[i] = a[i];  // equal
+          break;
+        case 5:
+          a[i] = T(-0.0);
+          b[i] = T(0.0);
+          break;
+        case 7:
+          a[i] = T(0.0);
+          b[i] = T(-0.0);
+          break;
+        case 9:
+          a[i] = -std::numeric_limits<T>::infinity();
+          break;
+        case 11:
+          a[i] = nan;
+          break;
+        case 13:
+          b[i] = nan;
+          break;
+        default:
+          break;
+      }
+    }
+    if (n == 1) a[0] = nan;  // the NaN in `a` is checked at every size
+    std::vector<T> lo(n), hi(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      lo[i] = (b[i] < a[i]) ? b[i] : a[i];
+      hi[i] = (a[i] < b[i]) ? b[i] : a[i];
+    }
+    auto da = to_device(dev, sh(n), a);
+    auto db = to_device(dev, sh(n), b);
+    auto out = to_device(dev, sh(n), std::vector<T>(n, T(7)));
+    ops::minimum(dev, da, db, out).get();
+    const auto got_lo = to_host(out);
+    EXPECT_TRUE(same_bits(got_lo, lo)) << "minimum, n = " << n;
+    EXPECT_TRUE(std::isnan(got_lo[n == 1 ? 0 : 11])) << "a NaN in a must propagate, n = " << n;
+    ops::maximum(dev, da, db, out).get();
+    const auto got_hi = to_host(out);
+    EXPECT_TRUE(same_bits(got_hi, hi)) << "maximum, n = " << n;
+    EXPECT_TRUE(std::isnan(got_hi[n == 1 ? 0 : 11])) << "a NaN in a must propagate, n = " << n;
+    if (n > 13) {
+      EXPECT_TRUE(std::signbit(got_lo[5]) && std::signbit(got_hi[5])) << "minimum/maximum(-0.0, +0.0) is a";
+      EXPECT_TRUE(!std::signbit(got_lo[7]) && !std::signbit(got_hi[7])) << "minimum/maximum(+0.0, -0.0) is a";
+      EXPECT_EQ(got_lo[13], a[13]) << "a NaN in b does not propagate";
+      EXPECT_EQ(got_hi[13], a[13]) << "a NaN in b does not propagate";
+    }
+    EXPECT_TRUE(same_bits(to_host(da), a));
+    EXPECT_TRUE(same_bits(to_host(db), b));
+
+    ops::minimum(dev, da, db, da).get();  // out aliases a
+    EXPECT_TRUE(same_bits(to_host(da), lo)) << "minimum into a, n = " << n;
+    ops::maximum(dev, da, db, db).get();  // out aliases b: b = max(min(a, b), b)
+    std::vector<T> ref(n);
+    for (std::size_t i = 0; i < n; ++i) ref[i] = (lo[i] < b[i]) ? b[i] : lo[i];
+    EXPECT_TRUE(same_bits(to_host(db), ref)) << "maximum into b, n = " << n;
+  }
+}
+
+XDEV_DEVICE_TEST_P(Ops, MinimumAndMaximum) {
+  check_min_max<float>(this->device());
+  check_min_max<double>(this->device());
 }
 
 XDEV_DEVICE_TEST_P(Ops, Copy) {
@@ -810,6 +884,10 @@ XDEV_DEVICE_TEST_P(Ops, ShapeMismatchNamesBothShapesAndRunsNothing) {
   expect_error(
       xdev::errc::invalid_argument, [&] { (void)ops::add(dev, a, a, b); }, both);
   expect_error(
+      xdev::errc::invalid_argument, [&] { (void)ops::minimum(dev, a, b, out); }, both);
+  expect_error(
+      xdev::errc::invalid_argument, [&] { (void)ops::maximum(dev, a, a, b); }, both);
+  expect_error(
       xdev::errc::invalid_argument, [&] { (void)ops::axpy(dev, 2.0f, b, out); }, both);
   expect_error(
       xdev::errc::invalid_argument, [&] { (void)ops::dot(dev, a, b); }, both);
@@ -818,6 +896,10 @@ XDEV_DEVICE_TEST_P(Ops, ShapeMismatchNamesBothShapesAndRunsNothing) {
   expect_error(
       xdev::errc::invalid_argument, [&] { (void)ops::convert(dev, a, out64); }, both);
   expect_error(xdev::errc::invalid_argument, [&] { (void)ops::add(dev, a, b, out); }, {"add", "a has shape [2, 3]"});
+  expect_error(xdev::errc::invalid_argument, [&] { (void)ops::minimum(dev, a, b, out); },
+               {"minimum", "a has shape [2, 3]"});
+  expect_error(xdev::errc::invalid_argument, [&] { (void)ops::maximum(dev, a, b, out); },
+               {"maximum", "a has shape [2, 3]"});
   EXPECT_EQ(dev.execution_stats().submitted, before) << "a rejected op must not be submitted";
   EXPECT_EQ(fallback_counters(), fallbacks);
   EXPECT_TRUE(same_bits(to_host(out), std::vector<float>(6, 7.0f)));
@@ -939,10 +1021,16 @@ void check_fallback_counts(const xdev::Device<B>& dev) {
   auto idx = to_device(dev, sh(2), std::vector<std::int32_t>{1, 0});
   auto gathered = xdev::empty<float>(dev, {2, 3});
   auto half = xdev::empty<xdev::bf16>(dev, {2, 3});
-  // Whether the backend runs `member` itself for f32 (and `t2`): it has the member, and its
+  // Whether the backend runs `member` itself for f32 (and `t2`) and, for `binary`, operator
+  // `bop`: it has the member, its `implements_binary` hook, if any, accepts the operator, and its
   // `implements` hook, if any, accepts the dtypes.
-  auto natively = [&](const std::string& member, xdev::ops::OpKind kind, xdev::DType t2) {
+  auto natively = [&](const std::string& member, xdev::ops::OpKind kind, xdev::DType t2,
+                      std::optional<xdev::ops::BinaryOp> bop) {
     if (!native.at(member)) return false;
+    if constexpr (xdev::concepts::DeclaresBinaryOps<B>) {
+      if (bop && !dev.backend().implements_binary(*bop)) return false;
+    }
+    (void)bop;
     if constexpr (xdev::concepts::DeclaresOps<B>)
       return static_cast<bool>(dev.backend().implements(kind, xdev::DType::f32, t2));
     (void)kind;
@@ -951,9 +1039,9 @@ void check_fallback_counts(const xdev::Device<B>& dev) {
   };
   // Runs one op: `fallback.<op>` must grow by 1 when the backend does not run `member` itself
   // (else by 0), and every other fallback counter must stay.
-  auto check = [&](const std::string& op, const std::string& member, xdev::ops::OpKind kind, xdev::DType t2,
-                   auto&& run) {
-    const std::uint64_t expected = natively(member, kind, t2) ? 0 : 1;
+  auto check = [&](const std::string& op, const std::string& member, xdev::ops::OpKind kind, xdev::DType t2, auto&& run,
+                   std::optional<xdev::ops::BinaryOp> bop = std::nullopt) {
+    const std::uint64_t expected = natively(member, kind, t2, bop) ? 0 : 1;
     const auto before = fallback_counters();
     run();
     const auto after = fallback_counters();
@@ -971,8 +1059,15 @@ void check_fallback_counts(const xdev::Device<B>& dev) {
   check("fill", "fill", K::fill, DType::f32, [&] { xdev::ops::fill(dev, out, 2.0f).get(); });
   check("scale", "scale", K::scale, DType::f32, [&] { xdev::ops::scale(dev, out, 2.0f).get(); });
   check("axpy", "axpy", K::axpy, DType::f32, [&] { xdev::ops::axpy(dev, 2.0f, x, y).get(); });
-  check("add", "binary", K::binary, DType::f32, [&] { xdev::ops::add(dev, x, y, out).get(); });
-  check("mul", "binary", K::binary, DType::f32, [&] { xdev::ops::mul(dev, x, y, out).get(); });
+  // `check` for one operator of the `binary` member.
+  auto check_binary = [&](const std::string& op, xdev::ops::BinaryOp bop, auto&& run) {
+    check(op, "binary", K::binary, DType::f32, run, bop);
+  };
+  using Bop = xdev::ops::BinaryOp;
+  check_binary("add", Bop::add, [&] { xdev::ops::add(dev, x, y, out).get(); });
+  check_binary("mul", Bop::mul, [&] { xdev::ops::mul(dev, x, y, out).get(); });
+  check_binary("minimum", Bop::min, [&] { xdev::ops::minimum(dev, x, y, out).get(); });
+  check_binary("maximum", Bop::max, [&] { xdev::ops::maximum(dev, x, y, out).get(); });
   check("sum", "sum", K::sum, DType::f32, [&] { (void)xdev::ops::sum(dev, x).get(); });
   check("sum", "sum_axis", K::sum_axis, DType::f32, [&] { xdev::ops::sum(dev, x, 0, row).get(); });
   check("dot", "dot", K::dot, DType::f32, [&] { (void)xdev::ops::dot(dev, x, y).get(); });
@@ -1137,11 +1232,11 @@ XDEV_DEVICE_TEST_P(Ops, AutocastAccumulatesInF32) {
 }
 
 XDEV_REGISTER_DEVICE_TEST_SUITE_P(
-    Ops, Fill, Scale, Axpy, AddAndMul, Copy, CopyAcrossDevices, OpsAcceptAStream, SumOfIntegersIsExact,
-    SumOfTenMillionTenthsIsAccurate, SumAlongEachAxis, SumAlongTheOnlyAxisGivesAScalarArray, SumAxisErrorsNameTheShapes,
-    Dot, GemmAllTransposesAndScalarsF32, GemmAllTransposesAndScalarsF64, GemmFullMantissasWithinTheErrorBound,
-    GemmWithAlphaZeroOrEmptyDepthOnlyScalesC, GemmShapeErrorsNameTheShapes, Gather,
-    GatherIndexOutOfRangeFailsTheFutureAndLeavesOutUntouched, RngMatchesTheReferenceStreamBitForBit,
+    Ops, Fill, Scale, Axpy, AddAndMul, MinimumAndMaximum, Copy, CopyAcrossDevices, OpsAcceptAStream,
+    SumOfIntegersIsExact, SumOfTenMillionTenthsIsAccurate, SumAlongEachAxis, SumAlongTheOnlyAxisGivesAScalarArray,
+    SumAxisErrorsNameTheShapes, Dot, GemmAllTransposesAndScalarsF32, GemmAllTransposesAndScalarsF64,
+    GemmFullMantissasWithinTheErrorBound, GemmWithAlphaZeroOrEmptyDepthOnlyScalesC, GemmShapeErrorsNameTheShapes,
+    Gather, GatherIndexOutOfRangeFailsTheFutureAndLeavesOutUntouched, RngMatchesTheReferenceStreamBitForBit,
     RngDefaultGeneratorFollowsTheRngDefaultPolicy, RngDeviceStreamAdvancesAcrossCallsAndManualSeedRestartsIt,
     RngWithAnExplicitSeedLeavesTheDeviceStreamAlone, RngHalvesOnTwoDevicesConcatenateToTheWholeStream,
     ConvertRoundsToNearestEvenAndSaturates, ParallelForCoversTheRangeOnceAndReportsExceptions,

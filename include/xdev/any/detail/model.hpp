@@ -105,9 +105,9 @@ class AnyDeviceModel {
 
   /// Runs a portable op: `args` points to the op's `*Args<T..., erased_handle>` struct for dtypes
   /// (`t`, `t2`) as `ops::detail::op_info` describes them; the model rebuilds the typed struct and
-  /// calls `ops::detail::launch_op`, so member, `implements` hook, fallback and metrics are those
-  /// of the typed path. A combination no public op produces completes `done` with
-  /// `errc::unimplemented`.
+  /// calls `ops::detail::launch_op`, so member, `implements` and `implements_binary` hooks,
+  /// fallback and metrics are those of the typed path (`rebind_handles` keeps a binary op's
+  /// operator). A combination no public op produces completes `done` with `errc::unimplemented`.
   virtual void run(ops::OpKind op, DType t, DType t2, const void* args, Completion done) const = 0;
 
   /// The typed `Device<B>` inside when `backend` is `typeid(B)`, else null.

@@ -7,12 +7,14 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/core/dtype.hpp>
+#include <xdev/core/error.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/policy/policies.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 namespace xdev::plugin::detail {
@@ -62,6 +64,40 @@ constexpr std::uint32_t dtype_value() noexcept {
   return static_cast<std::uint32_t>(dtype_of<T>);
 }
 
+/// The `XDEV_BINARY_*` code of `op`.
+constexpr std::uint32_t binary_code(ops::BinaryOp op) noexcept {
+  switch (op) {
+    case ops::BinaryOp::add:
+      return XDEV_BINARY_ADD;
+    case ops::BinaryOp::mul:
+      return XDEV_BINARY_MUL;
+    case ops::BinaryOp::min:
+      return XDEV_BINARY_MIN;
+    case ops::BinaryOp::max:
+      return XDEV_BINARY_MAX;
+  }
+  return static_cast<std::uint32_t>(op);  // not a BinaryOp value: passed on, for the receiver to reject
+}
+
+/// The operator of the `XDEV_BINARY_*` code `code`.
+/// \throws xdev::error `errc::invalid_argument` when `code` is none of them (a plugin never
+/// reinterprets a code it does not know).
+inline ops::BinaryOp binary_op_from(std::uint32_t code) {
+  switch (code) {
+    case XDEV_BINARY_ADD:
+      return ops::BinaryOp::add;
+    case XDEV_BINARY_MUL:
+      return ops::BinaryOp::mul;
+    case XDEV_BINARY_MIN:
+      return ops::BinaryOp::min;
+    case XDEV_BINARY_MAX:
+      return ops::BinaryOp::max;
+    default:
+      throw error(errc::invalid_argument,
+                  "binary: op " + std::to_string(code) + " is not an XDEV_BINARY_* value (0 add, 1 mul, 2 min, 3 max)");
+  }
+}
+
 // ---- host side: C++ arguments (handles are already xdev_memory) to the C structs -------------
 
 /// `ops::FillArgs` as `xdev_fill_args`.
@@ -107,7 +143,7 @@ xdev_binary_args to_c(const ops::BinaryArgs<T, xdev_memory>& a) noexcept {
   xdev_binary_args c{};
   c.struct_size = sizeof c;
   c.dtype = dtype_value<T>();
-  c.op = a.op == ops::BinaryOp::add ? XDEV_BINARY_ADD : XDEV_BINARY_MUL;
+  c.op = binary_code(a.op);
   c.a = a.a;
   c.b = a.b;
   c.out = a.out;
@@ -245,11 +281,13 @@ ops::AxpyArgs<T, H> to_args(const xdev_axpy_args& c) noexcept {
   return {scalar_from<T>(c.alpha_bits), handle_from<H>(c.x), handle_from<H>(c.y), static_cast<std::size_t>(c.n)};
 }
 
-/// `xdev_binary_args` as `ops::BinaryArgs<T, H>` (the caller has checked `op`).
+/// `xdev_binary_args` as `ops::BinaryArgs<T, H>`.
+/// \throws xdev::error `errc::invalid_argument` when `op` is no `XDEV_BINARY_*` value
+/// (`binary_op_from`).
 template <class T, class H>
-ops::BinaryArgs<T, H> to_args(const xdev_binary_args& c) noexcept {
-  return {c.op == XDEV_BINARY_ADD ? ops::BinaryOp::add : ops::BinaryOp::mul, handle_from<H>(c.a), handle_from<H>(c.b),
-          handle_from<H>(c.out), static_cast<std::size_t>(c.n)};
+ops::BinaryArgs<T, H> to_args(const xdev_binary_args& c) {
+  return {binary_op_from(c.op), handle_from<H>(c.a), handle_from<H>(c.b), handle_from<H>(c.out),
+          static_cast<std::size_t>(c.n)};
 }
 
 /// `xdev_sum_args` as `ops::SumArgs<T, H>`.

@@ -548,9 +548,7 @@ struct PluginTable {
                             xdev_error* err) noexcept {
     return run_async(err, done, [&](Completion c) {
       const auto& a = checked(args, "xdev_binary_args");
-      if (a.op != XDEV_BINARY_ADD && a.op != XDEV_BINARY_MUL)
-        throw error(errc::invalid_argument,
-                    "binary: op " + std::to_string(a.op) + " is not an XDEV_BINARY_* value (0 add, 1 mul)");
+      (void)binary_op_from(a.op);  // an unknown operator is the error, whatever the dtype
       visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
         if constexpr (has_binary<B, T>)
           backend_for<T>(p).binary(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
