@@ -176,6 +176,11 @@ class Mesh {
     }
     return out;
   }
+  /// `mesh.groups({"data", "model"})`. (Without this overload the braces would pick the
+  /// `string_view` one through its two-pointer constructor.)
+  [[nodiscard]] std::vector<std::vector<std::size_t>> groups(std::initializer_list<std::string> axes) const {
+    return groups(std::span<const std::string>(axes.begin(), axes.size()));
+  }
   /// `groups({axis})`.
   [[nodiscard]] std::vector<std::vector<std::size_t>> groups(std::string_view axis) const {
     const std::string one(axis);
@@ -225,7 +230,8 @@ class Mesh {
   void validate() const {
     if (shape_.size() != names_.size())
       throw error(errc::invalid_argument, "mesh shape " + describe_shape() + " has " + std::to_string(shape_.size()) +
-                                              " axes but " + std::to_string(names_.size()) + " axis names were given");
+                                              " axes but " + std::to_string(names_.size()) +
+                                              " axis name(s) were given");
     if (shape_.empty()) throw error(errc::invalid_argument, "a mesh needs at least one axis");
     for (std::size_t a = 0; a < shape_.size(); ++a)
       if (shape_[a] < 1)
