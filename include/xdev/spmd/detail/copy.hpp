@@ -43,27 +43,36 @@ inline void start_copy(const CopyRegion& r, Completion done) {
   }
   if (r.src.same_runtime(r.dst)) {
     xdev::detail::note_copy(*r.src.queue(), *r.dst.queue(), r.bytes);
-    r.dst.model().copy_between(r.src.ordinal(), r.src_handle, r.src_offset, r.dst.ordinal(), r.dst_handle,
-                               r.dst_offset, r.bytes, r.dst.keep_alive(r.src.keep_alive(std::move(done))));
+    r.dst.model().copy_between(r.src.ordinal(), r.src_handle, r.src_offset, r.dst.ordinal(), r.dst_handle, r.dst_offset,
+                               r.bytes, r.dst.keep_alive(r.src.keep_alive(std::move(done))));
     return;
   }
   auto staging = std::shared_ptr<std::byte[]>(new std::byte[r.bytes]);
+  // Both legs share one completion: the second leg's may be lost when its start throws, and the
+  // catch below must still be able to report (calling `done` at most once either way).
+  struct Once {
+    std::atomic<bool> fired{false};
+    Completion done;
+    void operator()(std::exception_ptr ep) {
+      if (!fired.exchange(true, std::memory_order_acq_rel)) done(std::move(ep));
+    }
+  };
+  auto once = std::make_shared<Once>();
+  once->done = std::move(done);
   r.src.queue()->note_transfer(TransferDirection::to_host, r.bytes);
   r.src.model().copy_to_host(
-      r.src_handle, r.src_offset, staging.get(), r.bytes,
-      r.src.keep_alive([r, staging, done = std::move(done)](std::exception_ptr ep) mutable {
+      r.src_handle, r.src_offset, staging.get(), r.bytes, r.src.keep_alive([r, staging, once](std::exception_ptr ep) {
         if (ep) {
-          done(std::move(ep));
+          (*once)(std::move(ep));
           return;
         }
         try {
           r.dst.queue()->note_transfer(TransferDirection::from_host, r.bytes);
-          r.dst.model().copy_to_device(staging.get(), r.dst_handle, r.dst_offset, r.bytes,
-                                       r.dst.keep_alive([staging, done = std::move(done)](std::exception_ptr ep2) mutable {
-                                         done(std::move(ep2));
-                                       }));
+          r.dst.model().copy_to_device(
+              staging.get(), r.dst_handle, r.dst_offset, r.bytes,
+              r.dst.keep_alive([staging, once](std::exception_ptr ep2) { (*once)(std::move(ep2)); }));
         } catch (...) {
-          done(std::current_exception());
+          (*once)(std::current_exception());
         }
       }));
 }

@@ -1,0 +1,538 @@
+/// \file
+/// Asynchronous collectives over the axes of an `xdev::spmd::Mesh`: `all_reduce`, `all_gather`,
+/// `reduce_scatter` and `broadcast`.
+///
+///     xdev::spmd::Mesh mesh(devices, {2, 2}, {"data", "model"});
+///     std::vector<xdev::AnyArray<float>> grads = ...;        // grads[i] on mesh.device(i)
+///     xdev::spmd::all_reduce(mesh, "data", std::span(grads), xdev::spmd::ReduceOp::mean).get();
+///
+/// **Groups.** A collective over `axis` runs independently in every group of
+/// `mesh.groups(axis)`: the devices that agree on every other axis, ordered by their coordinate
+/// on `axis`. `arrays[i]` belongs to `mesh.device(i)` (one per mesh device, in mesh order). The
+/// overloads taking `std::span<const std::string> axes` do the same over several axes at once
+/// (the group is ordered row-major over `axes`, in the order given).
+///
+/// **Asynchrony.** Every call validates its arguments, throwing `xdev::error`
+/// `errc::invalid_argument` before anything is submitted, and returns at once (it never blocks,
+/// not even when a device's in-flight bound is reached: its work then waits in the device's queue).
+/// The outcome arrives through the completion token, with signature `void(std::exception_ptr)`:
+/// `xdev::use_future` (the default, an `xdev::Future<void>`), a callback, `asio::use_awaitable`,
+/// `asio::deferred` (nothing starts until the deferred operation is invoked), `asio::detached`.
+/// An error nobody receives (a dropped future, a detached token) is kept on `mesh.device(0)` and
+/// raised by its `synchronize()`. The collective's work runs on each device's default stream,
+/// after the work submitted there before the call. Its later steps are submitted as the data
+/// they need arrives, so work submitted to a device after the call is *not* ordered after the
+/// collective: use the arrays only once it has completed, and never make a device's default
+/// stream wait for the collective (its remaining steps would queue behind that wait until the
+/// deadline).
+///
+/// **Algorithms.** `CollectiveAlgorithm::ring` (k devices in a group, n elements per array):
+/// - `all_reduce`: ring reduce-scatter, then ring all-gather, in place. The array is cut into k
+///   chunks whose lengths differ by at most one; in each of k-1 steps every device receives one
+///   chunk from its ring predecessor and combines it with its own, after which device r holds
+///   the reduced chunk r (scaled by 1/k for `mean`); k-1 more steps pass the reduced chunks
+///   around. Each device receives `2n - len(r-1) - len(r)` elements (about 2(k-1)/k of the
+///   array), which is optimal; every chunk is reduced once, so all devices get identical bits.
+/// - `reduce_scatter`: the first half of the above, reading the (read-only) inputs; each device
+///   receives (k-1) blocks.
+/// - `all_gather`: k-1 steps, each passing one block on to the ring successor.
+/// - `broadcast`: a pipelined chain from the root, the array cut into k chunks.
+///
+/// `CollectiveAlgorithm::direct`: every device copies what it needs straight from every peer
+/// ((k-1) whole arrays for `all_reduce`, their blocks for `reduce_scatter`, the root's array for
+/// `broadcast`) and combines them locally in group order: fewer, larger steps, for small arrays.
+/// `automatic` picks direct when an array (the input, for `all_gather` and `reduce_scatter`) has
+/// at most `CollectiveOptions::direct_threshold_bytes`, else ring.
+///
+/// Combining runs on the device: `ops::add`, `ops::minimum`, `ops::maximum` and, for `mean`,
+/// `ops::scale` on per-device temporary chunk arrays, filled and emptied by region copies. For
+/// element types those ops do not take (integers, f16, bf16, bool), the same arithmetic runs as
+/// a host-staged kernel (the chunk is copied to the host, combined by the CPU kernels, and copied
+/// back; metric `collective.host_kernel`), so integer results are exact. Temporaries per device:
+/// ring `all_reduce` two chunks of each length (about 2n/k elements), ring `reduce_scatter` k
+/// blocks, direct `all_reduce` k arrays, direct `reduce_scatter` k blocks; `all_gather` and
+/// `broadcast` need none. They are freed before a successful collective completes.
+///
+/// **Driver.** Each device runs a program of steps on its default stream. Step 0 (*arrival*) is
+/// an empty operation: it completes when the device's earlier work has. A later step starts once
+/// the steps it reads from have completed on other devices (in a ring, step s of device r needs
+/// step s-1 of device r-1). No thread ever waits for a device: the completion of each operation
+/// records itself in the collective's shared state and submits the steps that became ready
+/// (submissions from a completion handler never block). One thread at a time does that
+/// submitting, so each device's steps reach its stream in order. Because a step is submitted
+/// only once everything it reads is ready (and its device has arrived), nothing queued on a
+/// stream ever waits for another device: collectives started in different orders on
+/// overlapping meshes cannot deadlock one another, and a device that never arrives holds up
+/// only the steps that need its data.
+///
+/// **Deadline and errors.** Every collective has a deadline (`CollectiveOptions::timeout`, else
+/// `default_collective_timeout()`), kept by one process-wide timer thread that spmd starts on
+/// first use and joins at exit. If the collective has not completed by then, it completes with
+/// `errc::deadline_exceeded`, naming the devices whose work had not completed ("all_reduce over
+/// axis 'data' did not complete within 200 ms: HOST:2 did not arrive (step 0 of 6); waiting for
+/// them: ..."). The first error of any step (`out_of_memory` for a temporary, a failed copy or
+/// op) completes it at once with that error. Either way no further step is started, but work
+/// already queued still runs when its device gets to it: **until every device of the mesh has
+/// been synchronized, the collective's arrays may still be read and written** (in particular
+/// those of the devices the message names), so synchronize before reusing or freeing them. A
+/// device that did not arrive has nothing but the empty arrival queued. The shared state, with
+/// its temporaries, lives until the last queued operation has finished.
+#pragma once
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/async/submit.hpp>
+#include <xdev/async/use_future.hpp>
+#include <xdev/core/dtype.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/core/shape.hpp>
+#include <xdev/ops/op_args.hpp>
+#include <xdev/spmd/detail/collective_driver.hpp>
+#include <xdev/spmd/detail/collective_run.hpp>
+#include <xdev/spmd/mesh.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace xdev::spmd {
+
+/// How `all_reduce` and `reduce_scatter` combine the arrays of a group, element-wise.
+enum class ReduceOp : std::uint8_t {
+  sum,   ///< the sum (integers wrap modulo 2^bits)
+  mean,  ///< the sum scaled by 1/k on the device (floating-point elements only)
+  min,   ///< the smallest, as `ops::minimum`
+  max,   ///< the largest, as `ops::maximum`
+};
+
+/// How a collective moves data; see the algorithms in <xdev/spmd/collectives.hpp>.
+enum class CollectiveAlgorithm : std::uint8_t {
+  automatic,  ///< `direct` for arrays of at most `direct_threshold_bytes`, else `ring`
+  ring,       ///< bandwidth-optimal ring (reduce-scatter + all-gather; pipelined chain for broadcast)
+  direct,     ///< every device reads what it needs straight from every peer
+};
+
+/// Options of every collective.
+///
+///     using namespace xdev::spmd;
+///     all_reduce(mesh, "data", std::span(a), ReduceOp::sum,
+///                {.timeout = std::chrono::seconds(5), .algorithm = CollectiveAlgorithm::ring});
+struct CollectiveOptions {
+  /// How long the collective may take, from the call (or from invoking a deferred operation);
+  /// unset: `default_collective_timeout()`. Must be > 0.
+  std::optional<std::chrono::milliseconds> timeout = std::nullopt;
+  /// Ring, direct, or (`automatic`) chosen by the size of the arrays.
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;
+  /// `automatic` uses `direct` for arrays of at most this many bytes.
+  std::size_t direct_threshold_bytes = 256 * 1024;
+};
+
+/// The deadline of collectives whose options set none: process-wide, initially 60 s.
+[[nodiscard]] inline std::chrono::milliseconds default_collective_timeout() noexcept {
+  return std::chrono::milliseconds(detail::default_timeout_ms.load(std::memory_order_relaxed));
+}
+
+/// Sets `default_collective_timeout()` for the collectives started from now on.
+/// \throws xdev::error `errc::invalid_argument` when `timeout` is not > 0.
+inline void set_default_collective_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0)
+    throw error(errc::invalid_argument, "set_default_collective_timeout: the timeout must be > 0, got " +
+                                            std::to_string(timeout.count()) + " ms");
+  detail::default_timeout_ms.store(timeout.count(), std::memory_order_relaxed);
+}
+
+namespace detail {
+
+[[noreturn]] inline void invalid(const char* op, const std::string& what) {
+  throw error(errc::invalid_argument, std::string(op) + ": " + what);
+}
+
+inline std::string describe_axes(std::span<const std::string> axes) {
+  std::string out = axes.size() == 1 ? "axis " : "axes ";
+  for (std::size_t i = 0; i < axes.size(); ++i) out += (i ? ", '" : "'") + axes[i] + "'";
+  return out;
+}
+
+// The groups of a collective over `axes`, with `op` in front of the mesh's message.
+inline std::vector<std::vector<std::size_t>> groups_of(const char* op, const Mesh& mesh,
+                                                       std::span<const std::string> axes) {
+  if (mesh.empty()) invalid(op, "the mesh has no devices");
+  if (axes.empty()) invalid(op, "no axis was given; name at least one of the mesh's axes");
+  try {
+    return mesh.groups(axes);
+  } catch (const error& e) {
+    invalid(op, message_of(e));
+  }
+}
+
+inline std::string where(const AnyDevice& d) {
+  return d.valid() ? d.name() : std::string("no device");
+}
+
+// One array per mesh device, each valid, non-empty and on its device.
+template <class T>
+std::vector<ArrayRef> check_arrays(const char* op, const char* name, const Mesh& mesh,
+                                   std::span<const AnyArray<T>> arrays) {
+  if (arrays.size() != mesh.size())
+    invalid(op, "got " + std::to_string(arrays.size()) + " arrays in `" + name + "` for a mesh of " +
+                    std::to_string(mesh.size()) + " devices; pass one per mesh device, in mesh order");
+  std::vector<ArrayRef> refs;
+  for (std::size_t i = 0; i < arrays.size(); ++i) {
+    const auto& a = arrays[i];
+    const std::string id = std::string(name) + "[" + std::to_string(i) + "]";
+    if (!a.device().valid()) invalid(op, id + " is empty: it holds no memory and is on no device");
+    const AnyDevice& want = mesh.device(i);
+    if (a.device() != want) {
+      std::string at = where(a.device());
+      if (!a.device().same_runtime(want) && a.device().name() == want.name()) at += " of another runtime";
+      invalid(op, id + " is on " + at + ", but mesh device " + std::to_string(i) + " is " + want.name() +
+                      "; pass one array per mesh device, in mesh order");
+    }
+    if (a.size() == 0) invalid(op, id + " on " + want.name() + " has no elements (shape " + to_string(a.shape()) + ")");
+    refs.push_back({a.device(), a.buffer().native_handle(), a.size()});
+  }
+  return refs;
+}
+
+// Every array of a group has the shape of the group's first.
+template <class T>
+void check_same_shapes(const char* op, const char* name, const std::vector<std::vector<std::size_t>>& groups,
+                       std::span<const AnyArray<T>> arrays) {
+  for (const auto& g : groups)
+    for (std::size_t r = 1; r < g.size(); ++r) {
+      const auto& a = arrays[g[r]];
+      const auto& first = arrays[g[0]];
+      if (a.shape() != first.shape())
+        invalid(op, std::string(name) + "[" + std::to_string(g[r]) + "] on " + a.device().name() + " has shape " +
+                        to_string(a.shape()) + " but " + name + "[" + std::to_string(g[0]) + "] on " +
+                        first.device().name() + " has shape " + to_string(first.shape()) +
+                        "; the arrays of a group must have the same shape");
+    }
+}
+
+inline std::chrono::milliseconds timeout_of(const char* op, const CollectiveOptions& opt) {
+  if (!opt.timeout) return default_collective_timeout();
+  if (opt.timeout->count() <= 0)
+    invalid(op, "CollectiveOptions::timeout must be > 0, got " + std::to_string(opt.timeout->count()) + " ms");
+  return *opt.timeout;
+}
+
+inline bool use_ring(const CollectiveOptions& opt, std::size_t bytes) {
+  switch (opt.algorithm) {
+    case CollectiveAlgorithm::ring:
+      return true;
+    case CollectiveAlgorithm::direct:
+      return false;
+    case CollectiveAlgorithm::automatic:
+      break;
+  }
+  return bytes > opt.direct_threshold_bytes;
+}
+
+template <class T>
+inline constexpr bool is_floating = std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
+
+template <class T>
+ops::BinaryOp combine_of(const char* op, ReduceOp r) {
+  switch (r) {
+    case ReduceOp::sum:
+      return ops::BinaryOp::add;
+    case ReduceOp::mean:
+      if constexpr (!is_floating<T>)
+        invalid(op, "ReduceOp::mean needs floating-point elements, but these are " + std::string(name_of(dtype_of<T>)) +
+                        " (the mean of integers is not one): use ReduceOp::sum");
+      return ops::BinaryOp::add;
+    case ReduceOp::min:
+      return ops::BinaryOp::min;
+    case ReduceOp::max:
+      return ops::BinaryOp::max;
+  }
+  invalid(op, "unknown ReduceOp value " + std::to_string(static_cast<int>(r)) + "; accepted: sum, mean, min, max");
+}
+
+// Starts a validated collective when the token asks for it.
+template <class T>
+struct collective_initiation {
+  std::shared_ptr<const CollectivePlan> plan;
+  std::chrono::milliseconds timeout;
+  std::shared_ptr<DeviceQueue> error_sink;
+
+  template <class Handler>
+  void operator()(Handler&& handler) const {
+    auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
+    CollectiveDriver::Finish finish = [q = error_sink, h = std::forward<Handler>(handler),
+                                       work = std::move(work)](std::exception_ptr ep) mutable {
+      xdev::detail::deliver(q, std::move(h), std::move(ep));
+      work.reset();
+    };
+    auto run = std::make_shared<CollectiveRun<T>>(*plan);
+    // A completion inside this call is delivered later (Asio's rule), and no submission made here
+    // blocks the caller: a device that is full or stuck must not hold up the others' work.
+    xdev::detail::initiating_scope initiating;
+    xdev::detail::async_scope never_block;
+    run->start(timeout, std::move(finish));
+  }
+};
+
+template <class T, class Token>
+auto initiate(CollectivePlan plan, std::chrono::milliseconds timeout, const Mesh& mesh, Token&& token) {
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
+      collective_initiation<T>{std::make_shared<const CollectivePlan>(std::move(plan)), timeout,
+                               mesh.device(0).queue()},
+      token);
+}
+
+}  // namespace detail
+
+// ---- all_reduce ------------------------------------------------------------------------------------
+
+/// Reduces the arrays of every group of `mesh.groups(axes)` element-wise with `op`, leaving the
+/// result in every array of the group (in place). `arrays[i]` is on `mesh.device(i)`; the arrays
+/// of a group have the same shape. Completes with `void(std::exception_ptr)`.
+///
+///     std::vector<std::string> axes{"data", "model"};
+///     all_reduce(mesh, std::span<const std::string>(axes), std::span(grads), ReduceOp::sum).get();
+///
+/// \throws xdev::error `errc::invalid_argument`, before anything is submitted, naming the problem:
+///         not one array per mesh device, an array empty or on another device, shapes that differ
+///         in a group, an unknown axis, `mean` on non-floating-point elements, a timeout <= 0.
+/// Through the token: `errc::deadline_exceeded` naming the devices that did not complete, or the
+/// first error of the work (`out_of_memory` for a temporary, ...). Either way the arrays may
+/// still be written until the mesh's devices are synchronized (see the file comment).
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays, ReduceOp op,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  static_assert(HasDType<T>, "xdev::spmd::all_reduce: the element type must have an xdev::DType");
+  constexpr const char* name = "all_reduce";
+  const std::span<const AnyArray<T>> view(arrays.data(), arrays.size());
+  detail::CollectivePlan plan;
+  plan.kind = detail::CollectiveKind::all_reduce;
+  plan.combine = detail::combine_of<T>(name, op);
+  plan.mean = op == ReduceOp::mean;
+  plan.groups = detail::groups_of(name, mesh, axes);
+  plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
+  detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
+  const auto timeout = detail::timeout_of(name, opt);
+  plan.ring = detail::use_ring(opt, arrays[0].size() * sizeof(T));
+  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
+  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+}
+
+/// `all_reduce` over one axis: `all_reduce(mesh, "data", std::span(grads), ReduceOp::mean)`.
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const Mesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, ReduceOp op,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_reduce(mesh, std::span<const std::string>(&one, 1), arrays, op, std::move(opt),
+                    std::forward<Token>(token));
+}
+
+/// `all_reduce` over the axes in braces: `all_reduce(mesh, {"data", "model"}, std::span(a), op)`.
+/// (Without this overload the braces would reach the `string_view` one through its two-pointer
+/// constructor.)
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const Mesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays, ReduceOp op,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  return all_reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, std::move(opt),
+                    std::forward<Token>(token));
+}
+
+// ---- all_gather ------------------------------------------------------------------------------------
+
+/// Concatenates the inputs of every group along dimension 0, in group order, into every member's
+/// output: with inputs of shape `[d0, d1, ...]` in a group of k devices, `out[i]` has shape
+/// `[k * d0, d1, ...]` and its block q (rows `q*d0 ..`) is the input of the group's q-th device.
+/// Completes with `void(std::exception_ptr)`.
+///
+///     std::vector<xdev::AnyArray<float>> in = ..., out = ...;   // in[i] [4, 8], out[i] [4 * k, 8]
+///     all_gather(mesh, "data", in, std::span(out)).get();
+///
+/// \throws xdev::error `errc::invalid_argument` as `all_reduce`, and for inputs of rank 0, an output
+///         whose shape is not `[k * d0, d1, ...]`, an output that is its input.
+/// Errors through the token as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto all_gather(const Mesh& mesh, std::span<const std::string> axes,
+                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  constexpr const char* name = "all_gather";
+  const std::span<const AnyArray<T>> out_view(out.data(), out.size());
+  detail::CollectivePlan plan;
+  plan.kind = detail::CollectiveKind::all_gather;
+  plan.groups = detail::groups_of(name, mesh, axes);
+  plan.in = detail::check_arrays<T>(name, "in", mesh, in);
+  plan.out = detail::check_arrays<T>(name, "out", mesh, out_view);
+  detail::check_same_shapes<T>(name, "in", plan.groups, in);
+  for (const auto& g : plan.groups) {
+    const Shape& s = in[g[0]].shape();
+    if (s.rank() == 0)
+      detail::invalid(name, "in[" + std::to_string(g[0]) +
+                                "] is a scalar (shape []); all_gather concatenates along "
+                                "dimension 0, so the arrays need rank >= 1");
+    Shape want = s;
+    want[0] = s[0] * static_cast<Shape::value_type>(g.size());
+    for (auto i : g) {
+      if (out[i].shape() != want)
+        detail::invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
+                                  to_string(out[i].shape()) + " but gathering " + std::to_string(g.size()) +
+                                  " inputs of shape " + to_string(s) + " gives " + to_string(want));
+      if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
+        detail::invalid(name, "out[" + std::to_string(i) + "] is the same array as in[" + std::to_string(i) + "]");
+    }
+  }
+  const auto timeout = detail::timeout_of(name, opt);
+  plan.ring = detail::use_ring(opt, in[0].size() * sizeof(T));
+  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
+  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+}
+
+/// `all_gather` over one axis.
+template <class T, class Token = const use_future_t&>
+auto all_gather(const Mesh& mesh, std::string_view axis, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                std::span<AnyArray<T>> out, CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_gather<T>(mesh, std::span<const std::string>(&one, 1), in, out, std::move(opt),
+                       std::forward<Token>(token));
+}
+
+/// `all_gather` over the axes in braces: `all_gather(mesh, {"data", "model"}, in, std::span(out))`.
+template <class T, class Token = const use_future_t&>
+auto all_gather(const Mesh& mesh, std::initializer_list<std::string> axes,
+                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  return all_gather<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, std::move(opt),
+                       std::forward<Token>(token));
+}
+
+// ---- reduce_scatter --------------------------------------------------------------------------------
+
+/// Reduces the inputs of every group element-wise with `op` and leaves block r of the result in
+/// the output of the group's r-th device: with inputs of shape `[k * d0, d1, ...]`, `out[i]` has
+/// shape `[d0, d1, ...]` and holds rows `r*d0 .. (r+1)*d0` of the reduction, r being i's position
+/// in its group (its coordinate on a single axis). Completes with `void(std::exception_ptr)`.
+///
+///     all_reduce(...) == all_gather(reduce_scatter(...))   // the identity this implements
+///     reduce_scatter(mesh, "data", in, std::span(out), ReduceOp::sum).get();
+///
+/// \throws xdev::error `errc::invalid_argument` as `all_reduce`, and for inputs of rank 0 or
+///         whose dimension 0 is not divisible by k, an output whose shape is not `[d0, d1, ...]`.
+/// Errors through the token as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const Mesh& mesh, std::span<const std::string> axes,
+                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out, ReduceOp op,
+                    CollectiveOptions opt = {}, Token&& token = use_future) {
+  static_assert(HasDType<T>, "xdev::spmd::reduce_scatter: the element type must have an xdev::DType");
+  constexpr const char* name = "reduce_scatter";
+  const std::span<const AnyArray<T>> out_view(out.data(), out.size());
+  detail::CollectivePlan plan;
+  plan.kind = detail::CollectiveKind::reduce_scatter;
+  plan.combine = detail::combine_of<T>(name, op);
+  plan.mean = op == ReduceOp::mean;
+  plan.groups = detail::groups_of(name, mesh, axes);
+  plan.in = detail::check_arrays<T>(name, "in", mesh, in);
+  plan.out = detail::check_arrays<T>(name, "out", mesh, out_view);
+  detail::check_same_shapes<T>(name, "in", plan.groups, in);
+  for (const auto& g : plan.groups) {
+    const Shape& s = in[g[0]].shape();
+    const auto k = static_cast<Shape::value_type>(g.size());
+    if (s.rank() == 0)
+      detail::invalid(name, "in[" + std::to_string(g[0]) +
+                                "] is a scalar (shape []); reduce_scatter splits "
+                                "dimension 0, so the arrays need rank >= 1");
+    if (s[0] % k != 0)
+      detail::invalid(name, "in[" + std::to_string(g[0]) + "] has shape " + to_string(s) + ", whose dimension 0 (" +
+                                std::to_string(s[0]) + ") is not divisible by the " + std::to_string(k) +
+                                " devices of its group");
+    Shape want = s;
+    want[0] = s[0] / k;
+    for (auto i : g)
+      if (out[i].shape() != want)
+        detail::invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
+                                  to_string(out[i].shape()) + " but scattering " + to_string(s) + " over " +
+                                  std::to_string(k) + " devices gives blocks of shape " + to_string(want));
+  }
+  const auto timeout = detail::timeout_of(name, opt);
+  plan.ring = detail::use_ring(opt, in[0].size() * sizeof(T));
+  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
+  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+}
+
+/// `reduce_scatter` over one axis.
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const Mesh& mesh, std::string_view axis, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                    std::span<AnyArray<T>> out, ReduceOp op, CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return reduce_scatter<T>(mesh, std::span<const std::string>(&one, 1), in, out, op, std::move(opt),
+                           std::forward<Token>(token));
+}
+
+/// `reduce_scatter` over the axes in braces.
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const Mesh& mesh, std::initializer_list<std::string> axes,
+                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out, ReduceOp op,
+                    CollectiveOptions opt = {}, Token&& token = use_future) {
+  return reduce_scatter<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, op, std::move(opt),
+                           std::forward<Token>(token));
+}
+
+// ---- broadcast -------------------------------------------------------------------------------------
+
+/// Copies the array of each group's device at position `root` (its coordinate on a single axis;
+/// row-major over `axes` for several) into every other array of the group. Completes with
+/// `void(std::exception_ptr)`.
+///
+///     broadcast(mesh, "data", std::span(params), 0).get();   // every replica gets replica 0's
+///
+/// \throws xdev::error `errc::invalid_argument` as `all_reduce`, and for a root outside [0, k).
+/// Errors through the token as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto broadcast(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays, std::int64_t root,
+               CollectiveOptions opt = {}, Token&& token = use_future) {
+  constexpr const char* name = "broadcast";
+  const std::span<const AnyArray<T>> view(arrays.data(), arrays.size());
+  detail::CollectivePlan plan;
+  plan.kind = detail::CollectiveKind::broadcast;
+  plan.groups = detail::groups_of(name, mesh, axes);
+  plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
+  detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
+  const auto k = static_cast<std::int64_t>(plan.groups[0].size());
+  if (root < 0 || root >= k)
+    detail::invalid(name, "root " + std::to_string(root) + " is out of range for " + detail::describe_axes(axes) +
+                              " of size " + std::to_string(k) + "; it is a position in [0, " + std::to_string(k) + ")");
+  plan.root = static_cast<std::size_t>(root);
+  const auto timeout = detail::timeout_of(name, opt);
+  plan.ring = detail::use_ring(opt, arrays[0].size() * sizeof(T));
+  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
+  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+}
+
+/// `broadcast` over one axis.
+template <class T, class Token = const use_future_t&>
+auto broadcast(const Mesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, std::int64_t root,
+               CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return broadcast(mesh, std::span<const std::string>(&one, 1), arrays, root, std::move(opt),
+                   std::forward<Token>(token));
+}
+
+/// `broadcast` over the axes in braces.
+template <class T, class Token = const use_future_t&>
+auto broadcast(const Mesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
+               std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
+  return broadcast(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, root, std::move(opt),
+                   std::forward<Token>(token));
+}
+
+}  // namespace xdev::spmd

@@ -1,0 +1,464 @@
+/// \file
+/// The engine behind <xdev/spmd/collectives.hpp>: a collective as a set of per-device step
+/// programs, driven from the completions of their device work, with a process-wide deadline
+/// timer. Users call the functions of collectives.hpp; nothing here is public.
+#pragma once
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/async/device_queue.hpp>
+#include <xdev/async/submit.hpp>
+#include <xdev/backend/completion.hpp>
+#include <xdev/core/detail/unique_function.hpp>
+#include <xdev/core/error.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace xdev::spmd::detail {
+
+// ---- deadlines ---------------------------------------------------------------------------------
+
+/// One thread, started on first use, that calls each scheduled callback when its time comes
+/// (unless it was cancelled). The callbacks only hold weak references to their collectives, so a
+/// pending deadline never keeps one alive, and nothing is destroyed on this thread at exit.
+///
+/// Why a thread of its own rather than an Asio timer on some user's io_context: a collective
+/// must time out even when nobody runs an io_context, and its deadline must fire even when every
+/// backend thread is stuck in the work that made it late.
+class DeadlineTimer {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Callback = xdev::detail::unique_function<void()>;
+
+  /// The process-wide timer. Its thread is joined when static objects are destroyed at exit;
+  /// nothing runs on it then, so it never keeps the process alive.
+  static DeadlineTimer& instance() {
+    static DeadlineTimer timer;
+    return timer;
+  }
+
+  DeadlineTimer(const DeadlineTimer&) = delete;
+  DeadlineTimer& operator=(const DeadlineTimer&) = delete;
+
+  ~DeadlineTimer() {
+    std::thread t;
+    {
+      std::lock_guard lk(m_);
+      stopping_ = true;
+      t = std::move(thread_);
+    }
+    cv_.notify_all();
+    if (t.joinable()) t.join();
+    // Entries still pending belong to collectives that outlive the process's statics; they are
+    // dropped without being called.
+  }
+
+  /// Calls `f` on the timer's thread at `when`, unless `cancel(id)` came first; returns that id.
+  std::uint64_t schedule(Clock::time_point when, Callback f) {
+    std::lock_guard lk(m_);
+    const std::uint64_t id = ++last_id_;
+    if (stopping_) return id;  // at exit: nobody will wait for the result any more
+    entries_.emplace(Key{when, id}, std::move(f));
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    cv_.notify_all();
+    return id;
+  }
+
+  /// Forgets the callback of `id` if it has not started. One that is running finishes.
+  void cancel(std::uint64_t id) {
+    Callback dropped;  // destroyed outside the lock: it may release the last reference to something
+    std::lock_guard lk(m_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->first.id == id) {
+        dropped = std::move(it->second);
+        entries_.erase(it);
+        break;
+      }
+  }
+
+ private:
+  DeadlineTimer() = default;
+
+  struct Key {
+    Clock::time_point when;
+    std::uint64_t id;
+    bool operator<(const Key& o) const noexcept { return when != o.when ? when < o.when : id < o.id; }
+  };
+
+  void run() {
+    std::unique_lock lk(m_);
+    while (!stopping_) {
+      if (entries_.empty()) {
+        cv_.wait(lk);
+        continue;
+      }
+      auto first = entries_.begin();
+      // A copy: the entry may be cancelled (erased) while we wait.
+      const Clock::time_point when = first->first.when;
+      if (Clock::now() < when) {
+        cv_.wait_until(lk, when);
+        continue;
+      }
+      Callback f = std::move(first->second);
+      entries_.erase(first);
+      lk.unlock();
+      {
+        // What the callback starts must not block this thread (see in_async_context()).
+        xdev::detail::async_scope scope;
+        try {
+          f();
+        } catch (...) {  // a deadline callback reports through its collective; never lose the timer
+        }
+        f = nullptr;
+      }
+      lk.lock();
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::map<Key, Callback> entries_;
+  std::uint64_t last_id_ = 0;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+/// The default deadline of every collective, in milliseconds (process-wide).
+inline std::atomic<std::int64_t> default_timeout_ms{60'000};
+
+/// An xdev::error's message without the code description `what()` appends (to re-raise it with
+/// more context in front).
+inline std::string message_of(const error& e) {
+  std::string m = e.what();
+  const std::string suffix = ": " + e.code().message();
+  if (m.size() >= suffix.size() && m.compare(m.size() - suffix.size(), suffix.size(), suffix) == 0)
+    m.resize(m.size() - suffix.size());
+  return m;
+}
+
+// ---- the driver --------------------------------------------------------------------------------
+
+/// A step that must have completed before another may start: step `step` of participant `who`.
+struct StepRef {
+  std::size_t who;
+  std::size_t step;
+};
+
+/// Runs one collective: every participant (one mesh device) has a program of steps, numbered from
+/// 0. Step 0 is the participant's *arrival*: a marker on its default stream that completes when
+/// the work submitted there before the collective has completed. Every later step submits a few
+/// operations (region copies, portable ops) on the same stream, and may depend on steps of other
+/// participants (`deps`), which is how a device waits for the data of its ring predecessor.
+///
+/// Driving. Nothing ever blocks a thread on device work. A step is *submitted* once its
+/// dependencies have *completed* and every earlier step of its participant has been submitted
+/// (stream order then runs them in order); it *completes* when every operation it submitted has
+/// delivered its completion. Completions arrive on backend threads; each one records itself and
+/// calls `drive()`, which scans for newly ready steps and submits them. Only one thread drives at
+/// a time (the others just leave their record), so every participant's steps reach its stream in
+/// program order, and submissions from a completion handler never block (they are parked in the
+/// device's first-come-first-served queue when its in-flight bound is reached).
+///
+/// Ending. The collective completes once, with the first error any operation reported, with a
+/// `deadline_exceeded` error naming the stuck participants when the deadline passes first, or
+/// with success when every step has completed. From then on no step is started. Operations
+/// already submitted still run; their completions hold this object (and its temporaries) alive.
+class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
+ public:
+  using Finish = xdev::detail::unique_function<void(std::exception_ptr)>;
+
+  /// `what` names the collective in messages ("all_reduce over axis 'data'"). `devices[p]` is
+  /// participant p's device and `steps[p]` the length of its program (at least 1: the arrival).
+  CollectiveDriver(std::string what, std::vector<AnyDevice> devices, std::vector<std::size_t> steps)
+      : what_(std::move(what)), devices_(std::move(devices)), steps_(std::move(steps)) {
+    for (auto n : steps_) {
+      progress_.push_back(Progress{0, 0, std::vector<std::size_t>(n, 0), std::vector<bool>(n, false)});
+      total_steps_ += n;
+    }
+  }
+  CollectiveDriver(const CollectiveDriver&) = delete;
+  CollectiveDriver& operator=(const CollectiveDriver&) = delete;
+
+  virtual ~CollectiveDriver() {
+    // Only reachable without a result when the collective was never started.
+    if (finish_) finish_(std::make_exception_ptr(error(errc::internal, what_ + " was abandoned before it completed")));
+  }
+
+  /// Starts the collective: `finish` receives its outcome exactly once, at the latest `timeout`
+  /// from now. Must be called on a thread in an async context (the initiation sets one up), so
+  /// that no submission blocks it.
+  void start(std::chrono::milliseconds timeout, Finish finish) {
+    {
+      std::lock_guard lk(m_);
+      finish_ = std::move(finish);
+      timeout_ = timeout;
+    }
+    const auto now = DeadlineTimer::Clock::now();
+    const auto max_wait = DeadlineTimer::Clock::time_point::max() - now;
+    const auto when = timeout >= max_wait ? DeadlineTimer::Clock::time_point::max()
+                                          : now + std::chrono::duration_cast<DeadlineTimer::Clock::duration>(timeout);
+    std::weak_ptr<CollectiveDriver> weak = weak_from_this();
+    const auto id = DeadlineTimer::instance().schedule(when, [weak] {
+      if (auto self = weak.lock()) self->on_deadline();
+    });
+    bool fired;
+    {
+      std::lock_guard lk(m_);
+      fired = delivered_;
+      if (!fired) {
+        timer_id_ = id;
+        timer_set_ = true;
+      }
+    }
+    if (fired) DeadlineTimer::instance().cancel(id);
+    drive();
+  }
+
+ protected:
+  /// The steps that must have completed before step `step` of participant `who` may start (the
+  /// participant's own earlier steps are implied: they are submitted first on the same stream).
+  virtual void deps(std::size_t who, std::size_t step, std::vector<StepRef>& out) const = 0;
+  /// Submits step `step` of participant `who` (never 0). Every operation takes a token from
+  /// `token(who, step)`. Throws to fail the collective (an allocation, a rejected submission).
+  virtual void run_step(std::size_t who, std::size_t step) = 0;
+  /// Frees the temporaries (called once nothing submitted can touch them any more).
+  virtual void release_temporaries() noexcept = 0;
+
+  [[nodiscard]] const std::vector<AnyDevice>& devices() const noexcept { return devices_; }
+
+  /// A completion handler (`void(std::exception_ptr)`) for one operation of step `step` of
+  /// participant `who`: the step completes when all of its operations have. A handler that is
+  /// destroyed without being called (its operation was discarded) counts as failed.
+  class StepToken {
+   public:
+    StepToken(std::shared_ptr<CollectiveDriver> d, std::size_t who, std::size_t step) noexcept
+        : d_(std::move(d)), who_(who), step_(step), unwinding_(std::uncaught_exceptions()) {}
+    StepToken(StepToken&& o) noexcept : d_(std::move(o.d_)), who_(o.who_), step_(o.step_), unwinding_(o.unwinding_) {}
+    StepToken& operator=(StepToken&&) = delete;
+    StepToken(const StepToken&) = delete;
+    StepToken& operator=(const StepToken&) = delete;
+    ~StepToken() {
+      if (!d_) return;
+      // Dropped by a submission that is throwing: that exception reaches the driver and is the
+      // error to report, so this one only stops counting the operation.
+      if (std::uncaught_exceptions() > unwinding_) {
+        d_->arrive(who_, step_, nullptr);
+        return;
+      }
+      d_->arrive(who_, step_,
+                 std::make_exception_ptr(error(errc::cancelled, "an operation of " + d_->what_ + " on " +
+                                                                    d_->devices_[who_].name() +
+                                                                    " was discarded before it ran")));
+    }
+    void operator()(std::exception_ptr ep) {
+      auto d = std::move(d_);
+      d->arrive(who_, step_, std::move(ep));
+    }
+
+   private:
+    std::shared_ptr<CollectiveDriver> d_;
+    std::size_t who_;
+    std::size_t step_;
+    int unwinding_;
+  };
+
+  /// Counts one more operation of step `step` of `who`; its handler is the returned token. When
+  /// the submission itself throws, the token is destroyed unused, which fails the step: callers
+  /// catch nothing.
+  StepToken token(std::size_t who, std::size_t step) {
+    std::lock_guard lk(m_);
+    ++progress_[who].pending[step];
+    ++outstanding_;
+    return StepToken(shared_from_this(), who, step);
+  }
+
+ private:
+  struct Progress {
+    std::size_t next;                  // the next step to submit
+    std::size_t completed;             // every step below this one has completed
+    std::vector<std::size_t> pending;  // operations (and the driver's hold) not yet completed
+    std::vector<bool> done;
+  };
+
+  // Besides its own dependencies, every later step waits for its participant's arrival: a device
+  // that never arrives then has nothing of the collective queued but the marker.
+  bool deps_met_locked(std::size_t who, std::size_t step, std::vector<StepRef>& scratch) const {
+    if (step == 0) return true;
+    if (progress_[who].completed == 0) return false;
+    scratch.clear();
+    deps(who, step, scratch);
+    return std::all_of(scratch.begin(), scratch.end(),
+                       [&](const StepRef& r) { return progress_[r.who].completed > r.step; });
+  }
+
+  // Submits every step that is ready, until none is. See the class comment.
+  void drive() {
+    std::unique_lock lk(m_);
+    if (driving_) return;  // the driving thread rescans after its current batch
+    driving_ = true;
+    std::vector<StepRef> ready;
+    std::vector<StepRef> scratch;
+    for (;;) {
+      ready.clear();
+      if (!finished_) {
+        for (std::size_t p = 0; p < progress_.size(); ++p) {
+          auto& pr = progress_[p];
+          while (pr.next < steps_[p] && deps_met_locked(p, pr.next, scratch)) {
+            // The driver's hold: the step cannot complete while its operations are being submitted.
+            ++pr.pending[pr.next];
+            ++outstanding_;
+            ready.push_back({p, pr.next++});
+          }
+        }
+      }
+      if (ready.empty()) {
+        driving_ = false;
+        return;
+      }
+      lk.unlock();
+      for (const auto& r : ready) {
+        std::exception_ptr ep;
+        if (!stopped()) {
+          try {
+            if (r.step != 0)
+              run_step(r.who, r.step);
+            else
+              arrive_marker(r.who);
+          } catch (const error& e) {
+            // Say which collective failed; the message already names the device.
+            ep = std::make_exception_ptr(error(e.condition(), what_ + ": " + message_of(e)));
+          } catch (...) {
+            ep = std::current_exception();
+          }
+        }
+        arrive(r.who, r.step, std::move(ep));  // releases the hold
+      }
+      lk.lock();
+    }
+  }
+
+  bool stopped() {
+    std::lock_guard lk(m_);
+    return finished_;
+  }
+
+  // Step 0: an empty operation on the participant's default stream.
+  void arrive_marker(std::size_t who) {
+    const auto& d = devices_[who];
+    xdev::detail::submit<void>(
+        d.queue(), d.queue()->default_chain(), nullptr, [](Completion done) { done(nullptr); }, token(who, 0));
+  }
+
+  // One operation (or the driver's hold) of step `step` of `who` has completed.
+  void arrive(std::size_t who, std::size_t step, std::exception_ptr ep) {
+    std::unique_lock lk(m_);
+    --outstanding_;
+    auto& pr = progress_[who];
+    if (ep && !error_ && !delivered_) error_ = std::move(ep);
+    if (--pr.pending[step] == 0) {
+      pr.done[step] = true;
+      while (pr.completed < steps_[who] && pr.done[pr.completed]) {
+        ++pr.completed;
+        ++completed_steps_;
+      }
+    }
+    const bool all_done = completed_steps_ == total_steps_;
+    if (error_ || all_done) finished_ = true;
+    settle(lk);
+    if (!finished_) {
+      lk.unlock();
+      drive();
+    }
+  }
+
+  // Delivers the outcome once it is known; frees the temporaries once nothing can touch them.
+  void settle(std::unique_lock<std::mutex>& lk) {
+    const bool release = finished_ && outstanding_ == 0 && !released_;
+    if (release) released_ = true;
+    Finish fin;
+    std::exception_ptr ep;
+    bool cancel_timer = false;
+    const std::uint64_t timer_id = timer_id_;
+    if (finished_ && !delivered_ && (error_ || completed_steps_ == total_steps_)) {
+      delivered_ = true;
+      fin = std::move(finish_);
+      finish_ = nullptr;
+      ep = error_;
+      cancel_timer = timer_set_;
+      timer_set_ = false;
+    }
+    if (!release && !fin) return;
+    lk.unlock();
+    // Temporaries first: whoever learns of success may check the devices' memory at once.
+    if (release) release_temporaries();
+    if (cancel_timer) DeadlineTimer::instance().cancel(timer_id);
+    if (fin) fin(std::move(ep));
+    lk.lock();
+  }
+
+  void on_deadline() {
+    std::unique_lock lk(m_);
+    if (finished_) return;
+    error_ = std::make_exception_ptr(error(errc::deadline_exceeded, deadline_message_locked()));
+    finished_ = true;
+    timer_set_ = false;
+    settle(lk);
+  }
+
+  // "<what> did not complete within 200 ms: HOST:2 did not arrive (step 0 of 6); waiting: ..."
+  std::string deadline_message_locked() const {
+    std::string stuck;
+    std::string waiting;
+    for (std::size_t p = 0; p < progress_.size(); ++p) {
+      const auto& pr = progress_[p];
+      if (pr.completed == steps_[p]) continue;
+      const std::string of = " of " + std::to_string(steps_[p] - 1);
+      if (pr.next > pr.completed) {  // it has work submitted that has not completed
+        if (!stuck.empty()) stuck += "; ";
+        stuck +=
+            devices_[p].name() + (pr.completed == 0 ? " did not arrive (step 0" + of + ")"
+                                                    : " did not complete step " + std::to_string(pr.completed) + of);
+      } else {
+        if (!waiting.empty()) waiting += ", ";
+        waiting += devices_[p].name() + " (before step " + std::to_string(pr.next) + of + ")";
+      }
+    }
+    std::string msg = what_ + " did not complete within " + std::to_string(timeout_.count()) + " ms: ";
+    msg += stuck.empty() ? std::string("no device had work pending") : stuck;
+    if (!waiting.empty()) msg += "; waiting for them: " + waiting;
+    return msg;
+  }
+
+  const std::string what_;
+  const std::vector<AnyDevice> devices_;
+  const std::vector<std::size_t> steps_;
+  std::size_t total_steps_ = 0;
+
+  std::mutex m_;
+  std::vector<Progress> progress_;
+  std::size_t completed_steps_ = 0;
+  std::size_t outstanding_ = 0;
+  bool driving_ = false;
+  bool finished_ = false;   // no further step starts
+  bool delivered_ = false;  // `finish_` has been called
+  bool released_ = false;   // the temporaries are gone
+  std::exception_ptr error_;
+  Finish finish_;
+  std::chrono::milliseconds timeout_{0};
+  std::uint64_t timer_id_ = 0;
+  bool timer_set_ = false;
+};
+
+}  // namespace xdev::spmd::detail

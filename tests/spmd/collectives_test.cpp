@@ -1,0 +1,909 @@
+// xdev::spmd collectives: results against a serial reference (every op, algorithm, group size and
+// mesh axis, uneven and empty ring chunks), every completion token, each validation error, the
+// deadline, errors injected mid-collective, meshes spanning two runtimes, the bytes each device
+// receives, and temporaries returned to the allocator.
+#include <xdev/spmd/collectives.hpp>
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/core/metrics.hpp>
+#include <xdev/device/runtime.hpp>
+#include <xdev/spmd/mesh.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <initializer_list>
+#include <latch>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+namespace spmd = xdev::spmd;
+using ::testing::HasSubstr;
+using Host = xdev::backends::Host;
+using spmd::CollectiveAlgorithm;
+using spmd::CollectiveOptions;
+using spmd::Mesh;
+using spmd::ReduceOp;
+using xdev::AnyArray;
+using xdev::AnyDevice;
+using xdev::Shape;
+using namespace std::chrono_literals;
+
+constexpr CollectiveAlgorithm every_algorithm[] = {CollectiveAlgorithm::automatic, CollectiveAlgorithm::ring,
+                                                   CollectiveAlgorithm::direct};
+// Above the default direct threshold (256 KiB of f32/i32) and divisible by none of 2, 3, 4.
+constexpr std::size_t large = 70001;
+
+const char* name_of(CollectiveAlgorithm a) {
+  return a == CollectiveAlgorithm::ring ? "ring" : a == CollectiveAlgorithm::direct ? "direct" : "automatic";
+}
+const char* name_of(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::min:
+      return "min";
+    case ReduceOp::max:
+      return "max";
+  }
+  return "?";
+}
+
+// Deterministic values: element `j` of the array of mesh device `i`.
+template <class T>
+T value(std::size_t i, std::size_t j, std::uint64_t salt = 0) {
+  std::uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL ^ (j + 17) * 0xbf58476d1ce4e5b9ULL ^ salt;
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 29;
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<std::int64_t>(x % 2001) - 1000);
+  else
+    return static_cast<T>(static_cast<double>(x % 200001) / 100000.0 - 1.0);
+}
+
+template <class T>
+std::vector<T> host_values(std::size_t i, std::size_t n, std::uint64_t salt = 0) {
+  std::vector<T> h(n);
+  for (std::size_t j = 0; j < n; ++j) h[j] = value<T>(i, j, salt);
+  return h;
+}
+
+template <class T>
+AnyArray<T> upload(const AnyDevice& d, Shape shape, const std::vector<T>& h) {
+  auto a = xdev::empty<T>(d, shape);
+  d.copy_to_device(std::span<const T>(h), a).get();
+  return a;
+}
+
+template <class T>
+std::vector<T> download(const AnyArray<T>& a) {
+  std::vector<T> h(a.size());
+  a.device().copy_to_host(a, std::span<T>(h)).get();
+  return h;
+}
+
+// One array per mesh device, device i's holding host_values<T>(i, numel, salt).
+template <class T>
+std::vector<AnyArray<T>> arrays_for(const Mesh& mesh, Shape shape, std::uint64_t salt = 0) {
+  std::vector<AnyArray<T>> out;
+  for (std::size_t i = 0; i < mesh.size(); ++i)
+    out.push_back(upload<T>(mesh.device(i), shape, host_values<T>(i, static_cast<std::size_t>(shape.numel()), salt)));
+  return out;
+}
+
+template <class T>
+std::vector<AnyArray<T>> empty_arrays(const Mesh& mesh, Shape shape) {
+  std::vector<AnyArray<T>> out;
+  for (std::size_t i = 0; i < mesh.size(); ++i) out.push_back(xdev::empty<T>(mesh.device(i), shape));
+  return out;
+}
+
+// The serial reduction of `inputs` (one vector per group member, in group order).
+template <class T>
+std::vector<T> reference(const std::vector<std::vector<T>>& inputs, ReduceOp op) {
+  std::vector<T> out = inputs[0];
+  std::vector<double> wide(out.size());
+  for (std::size_t j = 0; j < out.size(); ++j) wide[j] = static_cast<double>(out[j]);
+  for (std::size_t q = 1; q < inputs.size(); ++q)
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      const T v = inputs[q][j];
+      switch (op) {
+        case ReduceOp::sum:
+        case ReduceOp::mean:
+          wide[j] += static_cast<double>(v);
+          out[j] = static_cast<T>(out[j] + v);
+          break;
+        case ReduceOp::min:
+          out[j] = std::min(out[j], v);
+          break;
+        case ReduceOp::max:
+          out[j] = std::max(out[j], v);
+          break;
+      }
+    }
+  if constexpr (std::is_floating_point_v<T>) {
+    if (op == ReduceOp::sum || op == ReduceOp::mean)
+      for (std::size_t j = 0; j < out.size(); ++j)
+        out[j] = static_cast<T>(op == ReduceOp::mean ? wide[j] / static_cast<double>(inputs.size()) : wide[j]);
+  }
+  return out;
+}
+
+template <class T>
+void expect_close(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  if constexpr (std::is_integral_v<T>) {
+    EXPECT_EQ(got, want) << what;
+  } else {
+    // Inputs are in [-1, 1] and at most 4 are combined.
+    const double tol = std::is_same_v<T, float> ? 4e-6 : 1e-14;
+    std::size_t bad = 0;
+    for (std::size_t j = 0; j < got.size(); ++j)
+      if (!(std::abs(static_cast<double>(got[j]) - static_cast<double>(want[j])) <= tol)) {
+        if (bad++ < 3) ADD_FAILURE() << what << ": element " << j << " is " << got[j] << ", expected " << want[j];
+      }
+    EXPECT_EQ(bad, 0u) << what;
+  }
+}
+
+std::vector<std::size_t> memory_in_use(const Mesh& mesh) {
+  std::vector<std::size_t> out;
+  for (const auto& d : mesh.devices()) out.push_back(d.memory_stats().bytes_in_use);
+  return out;
+}
+
+// After an error, the temporaries go once the work already queued has finished (its completion
+// handlers may still be on their way when synchronize() returns).
+void expect_memory_returns_to(const Mesh& mesh, const std::vector<std::size_t>& baseline) {
+  for (const auto& d : mesh.devices()) d.synchronize();
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (memory_in_use(mesh) != baseline && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(memory_in_use(mesh), baseline);
+}
+
+// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
+template <class F>
+void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception was thrown";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.condition(), code) << e.what();
+    for (auto p : parts) EXPECT_THAT(e.what(), HasSubstr(std::string(p)));
+  }
+}
+
+class Collectives : public ::testing::Test {
+ protected:
+  std::vector<AnyDevice> devices(std::size_t n) {
+    std::vector<AnyDevice> out;
+    for (std::size_t i = 0; i < n; ++i) out.emplace_back(rt.device(i));
+    return out;
+  }
+  Mesh line(std::size_t k) { return Mesh(devices(k), "data"); }
+  Mesh square() { return Mesh(devices(4), {2, 2}, {"data", "model"}); }
+
+  xdev::Runtime<Host> rt{{}, Host::Options{.devices = 4}};
+};
+
+// ---- all_reduce ------------------------------------------------------------------------------------
+
+// Runs all_reduce over `axes` on arrays of `n` elements and checks every array against the serial
+// reduction of its group; also checks that every temporary is freed by the time it completes.
+template <class T>
+void check_all_reduce(const Mesh& mesh, std::vector<std::string> axes, std::size_t n, ReduceOp op,
+                      CollectiveOptions opt, const std::string& what) {
+  auto arrays = arrays_for<T>(mesh, {static_cast<Shape::value_type>(n)});
+  const auto baseline = memory_in_use(mesh);
+  spmd::all_reduce(mesh, std::span<const std::string>(axes), std::span(arrays), op, opt).get();
+  EXPECT_EQ(memory_in_use(mesh), baseline) << what;
+  for (const auto& g : mesh.groups(std::span<const std::string>(axes))) {
+    std::vector<std::vector<T>> inputs;
+    for (auto i : g) inputs.push_back(host_values<T>(i, n));
+    const auto want = reference(inputs, op);
+    const auto first = download(arrays[g[0]]);
+    for (auto i : g) {
+      const auto got = download(arrays[i]);
+      expect_close(got, want, what + ", device " + std::to_string(i));
+      EXPECT_TRUE(got == first) << what << ": devices of a group disagree (device " << i << ")";
+    }
+  }
+}
+
+TEST_F(Collectives, AllReduceInt32IsExactForEveryOpSizeAndAlgorithm) {
+  for (std::size_t k : {2, 3, 4})
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, large})
+      for (auto alg : every_algorithm)
+        for (auto op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max})
+          check_all_reduce<std::int32_t>(
+              line(k), {"data"}, n, op, {.algorithm = alg},
+              "i32 k=" + std::to_string(k) + " n=" + std::to_string(n) + " " + name_of(alg) + " " + name_of(op));
+}
+
+TEST_F(Collectives, AllReduceFloatSumAndMeanAreWithinRounding) {
+  for (std::size_t k : {2, 3, 4})
+    for (std::size_t n : {std::size_t{5}, large})
+      for (auto alg : every_algorithm)
+        for (auto op : {ReduceOp::sum, ReduceOp::mean}) {
+          const std::string what =
+              " k=" + std::to_string(k) + " n=" + std::to_string(n) + " " + name_of(alg) + " " + name_of(op);
+          check_all_reduce<float>(line(k), {"data"}, n, op, {.algorithm = alg}, "f32" + what);
+          check_all_reduce<double>(line(k), {"data"}, n, op, {.algorithm = alg}, "f64" + what);
+        }
+}
+
+TEST_F(Collectives, AllReduceFloatMinAndMaxAreExact) {
+  for (auto alg : every_algorithm)
+    for (auto op : {ReduceOp::min, ReduceOp::max}) {
+      check_all_reduce<float>(line(3), {"data"}, large, op, {.algorithm = alg}, std::string("f32 ") + name_of(op));
+      check_all_reduce<double>(line(4), {"data"}, 33, op, {.algorithm = alg}, std::string("f64 ") + name_of(op));
+    }
+}
+
+TEST_F(Collectives, FloatsCombineWithThePortableOpsAndIntegersOnTheHost) {
+  auto& host_kernels = xdev::metrics::counter("collective.host_kernel");
+  const Mesh mesh = line(4);
+  for (auto alg : {CollectiveAlgorithm::ring, CollectiveAlgorithm::direct}) {
+    const auto before = host_kernels.value();
+    check_all_reduce<float>(mesh, {"data"}, 100, ReduceOp::mean, {.algorithm = alg}, "f32 mean");
+    check_all_reduce<double>(mesh, {"data"}, 100, ReduceOp::min, {.algorithm = alg}, "f64 min");
+    EXPECT_EQ(host_kernels.value(), before) << name_of(alg);
+    check_all_reduce<std::int32_t>(mesh, {"data"}, 100, ReduceOp::max, {.algorithm = alg}, "i32 max");
+    EXPECT_GT(host_kernels.value(), before) << name_of(alg);
+  }
+}
+
+TEST_F(Collectives, ForcedRingOnTinyArraysLeavesSomeChunksEmpty) {
+  for (std::size_t n : {1, 2, 3, 5})
+    for (auto op : {ReduceOp::sum, ReduceOp::max}) {
+      check_all_reduce<std::int32_t>(line(4), {"data"}, n, op, {.algorithm = CollectiveAlgorithm::ring},
+                                     "i32 ring n=" + std::to_string(n));
+      check_all_reduce<float>(line(4), {"data"}, n, op, {.algorithm = CollectiveAlgorithm::ring},
+                              "f32 ring n=" + std::to_string(n));
+    }
+}
+
+TEST_F(Collectives, ForcedDirectOnLargeArrays) {
+  check_all_reduce<float>(line(4), {"data"}, 300001, ReduceOp::sum, {.algorithm = CollectiveAlgorithm::direct},
+                          "f32 direct");
+  check_all_reduce<std::int32_t>(line(3), {"data"}, 300001, ReduceOp::min, {.algorithm = CollectiveAlgorithm::direct},
+                                 "i32 direct");
+}
+
+TEST_F(Collectives, ThresholdChoosesTheAlgorithm) {
+  // With the threshold at the array's size automatic is direct, one byte below it is ring: the
+  // bytes received tell them apart ((k-1)·N for direct, about 2(k-1)/k·N for ring).
+  const Mesh mesh = line(4);
+  auto arrays = arrays_for<float>(mesh, {1000});
+  auto received = [&](std::size_t threshold) {
+    const auto before = mesh.device(0).transfer_stats().bytes_from_peer;
+    spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.direct_threshold_bytes = threshold}).get();
+    return mesh.device(0).transfer_stats().bytes_from_peer - before;
+  };
+  EXPECT_EQ(received(4000), 3u * 4000u);
+  EXPECT_EQ(received(3999), (2u * 1000u - 250u - 250u) * 4u);  // 2n - len(chunk 3) - len(chunk 0) elements
+}
+
+TEST_F(Collectives, MeshOfTwoByTwoOverEachAxisAndBoth) {
+  const Mesh mesh = square();
+  for (auto alg : every_algorithm) {
+    for (std::vector<std::string> axes :
+         {std::vector<std::string>{"data"}, {"model"}, {"data", "model"}, {"model", "data"}}) {
+      std::string what = std::string(name_of(alg)) + " over";
+      for (const auto& a : axes) what += " " + a;
+      check_all_reduce<std::int32_t>(mesh, axes, 101, ReduceOp::sum, {.algorithm = alg}, "i32 " + what);
+      check_all_reduce<float>(mesh, axes, large, ReduceOp::mean, {.algorithm = alg}, "f32 " + what);
+    }
+  }
+}
+
+TEST_F(Collectives, AxesInBracesNameSeveralAxes) {
+  const Mesh mesh = square();
+  auto arrays = arrays_for<std::int32_t>(mesh, {6});
+  spmd::all_reduce(mesh, {"data", "model"}, std::span(arrays), ReduceOp::sum).get();
+  std::vector<std::vector<std::int32_t>> inputs;
+  for (std::size_t i = 0; i < 4; ++i) inputs.push_back(host_values<std::int32_t>(i, 6));
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(download(arrays[i]), reference(inputs, ReduceOp::sum));
+  auto in = arrays_for<float>(mesh, {2});
+  auto out = empty_arrays<float>(mesh, {8});
+  spmd::all_gather(mesh, {"model", "data"}, in, std::span(out)).get();
+  // Row-major over (model, data): devices 0, 2, 1, 3.
+  std::vector<float> want;
+  for (std::size_t q : {0, 2, 1, 3}) {
+    const auto part = host_values<float>(q, 2);
+    want.insert(want.end(), part.begin(), part.end());
+  }
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(download(out[i]), want);
+  auto scattered = empty_arrays<float>(mesh, {2});
+  spmd::reduce_scatter(mesh, {"data", "model"}, out, std::span(scattered), ReduceOp::max).get();
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(download(scattered[i]), host_values<float>(i == 1 ? 2 : i == 2 ? 1 : i, 2));
+}
+
+TEST_F(Collectives, AxisOfSizeOneIsTheIdentity) {
+  const Mesh mesh(devices(4), {4, 1}, {"data", "model"});
+  for (auto alg : every_algorithm) {
+    check_all_reduce<float>(mesh, {"model"}, 9, ReduceOp::mean, {.algorithm = alg}, "all_reduce over size 1");
+    auto in = arrays_for<std::int32_t>(mesh, {3, 2});
+    auto out = empty_arrays<std::int32_t>(mesh, {3, 2});
+    spmd::all_gather(mesh, "model", in, std::span(out), {.algorithm = alg}).get();
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(download(out[i]), host_values<std::int32_t>(i, 6));
+    auto out2 = empty_arrays<std::int32_t>(mesh, {3, 2});
+    spmd::reduce_scatter(mesh, "model", in, std::span(out2), ReduceOp::sum, {.algorithm = alg}).get();
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(download(out2[i]), host_values<std::int32_t>(i, 6));
+    spmd::broadcast(mesh, "model", std::span(in), 0, {.algorithm = alg}).get();
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(download(in[i]), host_values<std::int32_t>(i, 6));
+  }
+}
+
+// ---- all_gather, reduce_scatter, broadcast ----------------------------------------------------------
+
+template <class T>
+void check_all_gather(const Mesh& mesh, std::vector<std::string> axes, Shape block, CollectiveOptions opt,
+                      const std::string& what) {
+  const auto groups = mesh.groups(std::span<const std::string>(axes));
+  const auto k = static_cast<Shape::value_type>(groups[0].size());
+  Shape whole = block;
+  whole[0] *= k;
+  auto in = arrays_for<T>(mesh, block);
+  auto out = empty_arrays<T>(mesh, whole);
+  const auto baseline = memory_in_use(mesh);
+  spmd::all_gather(mesh, std::span<const std::string>(axes), in, std::span(out), opt).get();
+  EXPECT_EQ(memory_in_use(mesh), baseline) << what;
+  const auto b = static_cast<std::size_t>(block.numel());
+  for (const auto& g : groups) {
+    std::vector<T> want;
+    for (auto i : g) {
+      const auto part = host_values<T>(i, b);
+      want.insert(want.end(), part.begin(), part.end());
+    }
+    for (auto i : g) EXPECT_EQ(download(out[i]), want) << what << ", device " << i;
+  }
+}
+
+TEST_F(Collectives, AllGatherConcatenatesAlongDimensionZeroInGroupOrder) {
+  for (std::size_t k : {2, 3, 4})
+    for (auto alg : every_algorithm) {
+      const std::string what = "k=" + std::to_string(k) + " " + name_of(alg);
+      check_all_gather<std::int32_t>(line(k), {"data"}, {3, 5}, {.algorithm = alg}, "i32 " + what);
+      check_all_gather<float>(line(k), {"data"}, {large}, {.algorithm = alg}, "f32 large " + what);
+      check_all_gather<double>(line(k), {"data"}, {1}, {.algorithm = alg}, "f64 one " + what);
+    }
+  for (auto alg : every_algorithm)
+    for (std::vector<std::string> axes : {std::vector<std::string>{"data"}, {"model"}, {"data", "model"}})
+      check_all_gather<std::int32_t>(square(), axes, {2, 3}, {.algorithm = alg}, std::string("2x2 ") + name_of(alg));
+}
+
+template <class T>
+void check_reduce_scatter(const Mesh& mesh, std::vector<std::string> axes, Shape block, ReduceOp op,
+                          CollectiveOptions opt, const std::string& what) {
+  const auto groups = mesh.groups(std::span<const std::string>(axes));
+  const auto k = groups[0].size();
+  Shape whole = block;
+  whole[0] *= static_cast<Shape::value_type>(k);
+  const auto n = static_cast<std::size_t>(whole.numel()), b = static_cast<std::size_t>(block.numel());
+  auto in = arrays_for<T>(mesh, whole);
+  auto out = empty_arrays<T>(mesh, block);
+  const auto baseline = memory_in_use(mesh);
+  spmd::reduce_scatter(mesh, std::span<const std::string>(axes), in, std::span(out), op, opt).get();
+  EXPECT_EQ(memory_in_use(mesh), baseline) << what;
+  for (const auto& g : groups) {
+    std::vector<std::vector<T>> inputs;
+    for (auto i : g) inputs.push_back(host_values<T>(i, n));
+    const auto full = reference(inputs, op);
+    for (std::size_t r = 0; r < k; ++r) {
+      const std::vector<T> want(full.begin() + static_cast<std::ptrdiff_t>(r * b),
+                                full.begin() + static_cast<std::ptrdiff_t>((r + 1) * b));
+      expect_close(download(out[g[r]]), want, what + ", device " + std::to_string(g[r]));
+    }
+    for (auto i : g) EXPECT_EQ(download(in[i]), host_values<T>(i, n)) << what << ": the input changed";
+  }
+}
+
+TEST_F(Collectives, ReduceScatterLeavesBlockRankOfTheReduction) {
+  for (std::size_t k : {2, 3, 4})
+    for (auto alg : every_algorithm) {
+      const std::string what = "k=" + std::to_string(k) + " " + name_of(alg);
+      for (auto op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max})
+        check_reduce_scatter<std::int32_t>(line(k), {"data"}, {3, 2}, op, {.algorithm = alg},
+                                           std::string("i32 ") + name_of(op) + " " + what);
+      check_reduce_scatter<std::int32_t>(line(k), {"data"}, {large}, ReduceOp::sum, {.algorithm = alg},
+                                         "i32 large sum " + what);
+      check_reduce_scatter<float>(line(k), {"data"}, {large}, ReduceOp::mean, {.algorithm = alg}, "f32 mean " + what);
+      check_reduce_scatter<double>(line(k), {"data"}, {1}, ReduceOp::sum, {.algorithm = alg}, "f64 sum " + what);
+    }
+  for (auto alg : every_algorithm)
+    for (std::vector<std::string> axes : {std::vector<std::string>{"data"}, {"model"}, {"data", "model"}})
+      check_reduce_scatter<float>(square(), axes, {5}, ReduceOp::sum, {.algorithm = alg},
+                                  std::string("2x2 ") + name_of(alg));
+}
+
+TEST_F(Collectives, BroadcastFromEveryRoot) {
+  for (std::size_t k : {3, 4})
+    for (std::size_t n : {std::size_t{1}, std::size_t{10}, large})
+      for (auto alg : every_algorithm)
+        for (std::size_t root = 0; root < k; ++root) {
+          const Mesh mesh = line(k);
+          auto arrays = arrays_for<std::int32_t>(mesh, {static_cast<Shape::value_type>(n)});
+          const auto baseline = memory_in_use(mesh);
+          spmd::broadcast(mesh, "data", std::span(arrays), static_cast<std::int64_t>(root), {.algorithm = alg}).get();
+          EXPECT_EQ(memory_in_use(mesh), baseline);
+          for (std::size_t i = 0; i < k; ++i)
+            EXPECT_EQ(download(arrays[i]), host_values<std::int32_t>(root, n))
+                << "k=" << k << " n=" << n << " " << name_of(alg) << " root " << root << ", device " << i;
+        }
+  // Over one axis of a 2x2 mesh: each group's own root.
+  const Mesh mesh = square();
+  for (std::int64_t root = 0; root < 2; ++root) {
+    auto arrays = arrays_for<float>(mesh, {4});
+    spmd::broadcast(mesh, "model", std::span(arrays), root).get();
+    for (const auto& g : mesh.groups("model"))
+      for (auto i : g) EXPECT_EQ(download(arrays[i]), host_values<float>(g[static_cast<std::size_t>(root)], 4));
+  }
+}
+
+// ---- ordering and concurrency ---------------------------------------------------------------------
+
+TEST_F(Collectives, RunsAfterTheWorkSubmittedBeforeItOnEachDevice) {
+  const Mesh mesh = line(4);
+  for (auto alg : every_algorithm) {
+    auto arrays = empty_arrays<float>(mesh, {large});
+    std::vector<xdev::Future<void>> pending;
+    for (std::size_t i = 0; i < 4; ++i) {
+      // A slow device: its fill must still be seen by the collective.
+      if (i == 1) pending.push_back(mesh.device(i).execute([] { std::this_thread::sleep_for(50ms); }));
+      pending.push_back(xdev::ops::fill(mesh.device(i), arrays[i], static_cast<float>(i + 1)));
+    }
+    spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = alg}).get();
+    for (auto& f : pending) f.get();
+    for (std::size_t i = 0; i < 4; ++i) {
+      const auto got = download(arrays[i]);
+      EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return v == 10.0f; }))
+          << name_of(alg) << ", device " << i;
+    }
+  }
+}
+
+TEST_F(Collectives, ManyCollectivesInFlightAtOnce) {
+  const Mesh mesh = square();
+  std::vector<std::vector<AnyArray<std::int32_t>>> sets;
+  std::vector<xdev::Future<void>> futures;
+  for (int c = 0; c < 12; ++c) sets.push_back(arrays_for<std::int32_t>(mesh, {c % 2 ? 5 : 20001}, c));
+  const auto baseline = memory_in_use(mesh);
+  for (int c = 0; c < 12; ++c)
+    futures.push_back(spmd::all_reduce(mesh, c % 3 ? "data" : "model", std::span(sets[c]),
+                                       c % 4 ? ReduceOp::sum : ReduceOp::max,
+                                       {.algorithm = c % 2 ? CollectiveAlgorithm::direct : CollectiveAlgorithm::ring}));
+  for (auto& f : futures) f.get();
+  EXPECT_EQ(memory_in_use(mesh), baseline);
+  for (int c = 0; c < 12; ++c) {
+    const std::size_t n = c % 2 ? 5 : 20001;
+    for (const auto& g : mesh.groups(c % 3 ? "data" : "model")) {
+      std::vector<std::vector<std::int32_t>> inputs;
+      for (auto i : g) inputs.push_back(host_values<std::int32_t>(i, n, static_cast<std::uint64_t>(c)));
+      const auto want = reference(inputs, c % 4 ? ReduceOp::sum : ReduceOp::max);
+      for (auto i : g) EXPECT_EQ(download(sets[c][i]), want) << "collective " << c << ", device " << i;
+    }
+  }
+}
+
+TEST(CollectivesThrottle, CompletesWithAnInFlightBoundOfOne) {
+  xdev::Runtime<Host> rt({.max_inflight = 1}, Host::Options{.devices = 4});
+  std::vector<AnyDevice> devs;
+  for (std::size_t i = 0; i < 4; ++i) devs.emplace_back(rt.device(i));
+  const Mesh mesh(devs, "data");
+  for (auto alg : every_algorithm) {
+    auto arrays = arrays_for<float>(mesh, {large});
+    spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = alg}).get();
+    std::vector<std::vector<float>> inputs;
+    for (std::size_t i = 0; i < 4; ++i) inputs.push_back(host_values<float>(i, large));
+    for (std::size_t i = 0; i < 4; ++i) expect_close(download(arrays[i]), reference(inputs, ReduceOp::sum), "bound 1");
+  }
+}
+
+// ---- completion tokens -----------------------------------------------------------------------------
+
+TEST_F(Collectives, CallbackToken) {
+  const Mesh mesh = line(3);
+  auto arrays = arrays_for<std::int32_t>(mesh, {100});
+  std::promise<std::exception_ptr> p;
+  spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {}, [&](std::exception_ptr e) { p.set_value(e); });
+  EXPECT_EQ(p.get_future().get(), nullptr);
+  std::vector<std::vector<std::int32_t>> inputs;
+  for (std::size_t i = 0; i < 3; ++i) inputs.push_back(host_values<std::int32_t>(i, 100));
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(download(arrays[i]), reference(inputs, ReduceOp::sum));
+}
+
+TEST_F(Collectives, AwaitableTokenInsideAnIoContextCoroutine) {
+  const Mesh mesh = line(4);
+  auto arrays = arrays_for<float>(mesh, {large});
+  auto in = arrays_for<float>(mesh, {3});
+  auto out = empty_arrays<float>(mesh, {12});
+  asio::io_context io;
+  std::vector<std::vector<float>> means(4, std::vector<float>(large));
+  auto body = [&]() -> asio::awaitable<int> {
+    co_await spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::mean, {}, asio::use_awaitable);
+    for (std::size_t i = 0; i < 4; ++i)
+      co_await mesh.device(i).copy_to_host(arrays[i], std::span<float>(means[i]), asio::use_awaitable);
+    co_await spmd::all_gather(mesh, "data", in, std::span(out), {}, asio::use_awaitable);
+    try {
+      // An error arrives at the co_await.
+      mesh.device(3).set_memory_limit(mesh.device(3).memory_stats().bytes_in_use);
+      co_await spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum,
+                                {.algorithm = CollectiveAlgorithm::ring}, asio::use_awaitable);
+    } catch (const xdev::error& e) {
+      co_return static_cast<int>(e.condition());
+    }
+    co_return 0;
+  };
+  auto f = asio::co_spawn(io, body(), asio::use_future);
+  io.run();
+  mesh.device(3).set_memory_limit(std::nullopt);
+  EXPECT_EQ(f.get(), static_cast<int>(xdev::errc::out_of_memory));
+  std::vector<std::vector<float>> inputs;
+  for (std::size_t i = 0; i < 4; ++i) inputs.push_back(host_values<float>(i, large));
+  std::vector<float> gathered;
+  for (std::size_t q = 0; q < 4; ++q) {
+    const auto part = host_values<float>(q, 3);
+    gathered.insert(gathered.end(), part.begin(), part.end());
+  }
+  for (std::size_t i = 0; i < 4; ++i) {
+    expect_close(means[i], reference(inputs, ReduceOp::mean), "awaited mean");
+    EXPECT_EQ(download(out[i]), gathered);
+  }
+  for (const auto& d : mesh.devices()) d.synchronize();
+}
+
+TEST_F(Collectives, DeferredTokenStartsNothingUntilInvoked) {
+  const Mesh mesh = line(2);
+  auto arrays = arrays_for<std::int32_t>(mesh, {8});
+  auto op = spmd::broadcast(mesh, "data", std::span(arrays), 1, {}, asio::deferred);
+  std::this_thread::sleep_for(20ms);
+  for (const auto& d : mesh.devices()) d.synchronize();
+  EXPECT_EQ(download(arrays[0]), host_values<std::int32_t>(0, 8));
+  std::move(op)(xdev::use_future).get();
+  EXPECT_EQ(download(arrays[0]), host_values<std::int32_t>(1, 8));
+}
+
+TEST_F(Collectives, DroppedFutureKeepsItsErrorOnTheFirstMeshDevice) {
+  const Mesh mesh = line(2);
+  auto arrays = arrays_for<float>(mesh, {large});
+  mesh.device(1).set_memory_limit(mesh.device(1).memory_stats().bytes_in_use);
+  {
+    auto f = spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = CollectiveAlgorithm::ring});
+    f.wait();
+  }
+  mesh.device(1).set_memory_limit(std::nullopt);
+  mesh.device(1).synchronize();
+  expect_error(xdev::errc::out_of_memory, [&] { mesh.device(0).synchronize(); }, {"all_reduce", "HOST:1"});
+}
+
+// ---- validation ------------------------------------------------------------------------------------
+
+TEST_F(Collectives, ValidationErrorsAreThrownBeforeAnythingIsSubmitted) {
+  const Mesh mesh = line(4);
+  auto submitted = [&] {
+    std::size_t n = 0;
+    for (const auto& d : mesh.devices()) n += d.execution_stats().submitted;
+    return n;
+  };
+  const auto before = submitted();
+  auto arrays = arrays_for<float>(mesh, {6});
+  auto ints = arrays_for<std::int32_t>(mesh, {6});
+  const auto after_setup = submitted();
+  EXPECT_GT(after_setup, before);
+  using xdev::errc;
+
+  std::vector<AnyArray<float>> three;
+  for (std::size_t i = 0; i < 3; ++i) three.push_back(xdev::empty<float>(mesh.device(i), {6}));
+  expect_error(errc::invalid_argument, [&] { (void)spmd::all_reduce(mesh, "data", std::span(three), ReduceOp::sum); },
+               {"all_reduce", "got 3 arrays in `arrays` for a mesh of 4 devices"});
+
+  std::vector<AnyArray<float>> swapped;
+  for (std::size_t i : {0, 2, 1, 3}) swapped.push_back(xdev::empty<float>(mesh.device(i), {6}));
+  expect_error(errc::invalid_argument, [&] { (void)spmd::all_reduce(mesh, "data", std::span(swapped), ReduceOp::sum); },
+               {"arrays[1] is on HOST:2, but mesh device 1 is HOST:1"});
+
+  std::vector<AnyArray<float>> shapes;
+  for (std::size_t i = 0; i < 4; ++i) shapes.push_back(xdev::empty<float>(mesh.device(i), {i == 2 ? 7 : 6}));
+  expect_error(errc::invalid_argument, [&] { (void)spmd::all_reduce(mesh, "data", std::span(shapes), ReduceOp::sum); },
+               {"arrays[2] on HOST:2 has shape [7]", "arrays[0] on HOST:0 has shape [6]"});
+
+  expect_error(errc::invalid_argument, [&] { (void)spmd::all_reduce(mesh, "batch", std::span(arrays), ReduceOp::sum); },
+               {"all_reduce", "mesh has no axis 'batch'"});
+
+  expect_error(errc::invalid_argument, [&] { (void)spmd::all_reduce(mesh, "data", std::span(ints), ReduceOp::mean); },
+               {"ReduceOp::mean", "i32", "use ReduceOp::sum"});
+
+  std::vector<AnyArray<float>> with_empty;
+  for (std::size_t i = 0; i < 4; ++i)
+    with_empty.push_back(i == 3 ? AnyArray<float>() : xdev::empty<float>(mesh.device(i), {6}));
+  expect_error(errc::invalid_argument,
+               [&] { (void)spmd::all_reduce(mesh, "data", std::span(with_empty), ReduceOp::sum); },
+               {"arrays[3] is empty"});
+
+  auto zero = empty_arrays<float>(mesh, {0});
+  expect_error(errc::invalid_argument, [&] { (void)spmd::broadcast(mesh, "data", std::span(zero), 0); },
+               {"broadcast", "arrays[0] on HOST:0 has no elements (shape [0])"});
+
+  expect_error(errc::invalid_argument, [&] { (void)spmd::broadcast(mesh, "data", std::span(arrays), 4); },
+               {"broadcast", "root 4 is out of range", "[0, 4)"});
+  expect_error(errc::invalid_argument, [&] { (void)spmd::broadcast(mesh, "data", std::span(arrays), -1); },
+               {"root -1 is out of range"});
+
+  auto gathered = empty_arrays<float>(mesh, {20});
+  expect_error(errc::invalid_argument, [&] { (void)spmd::all_gather(mesh, "data", arrays, std::span(gathered)); },
+               {"all_gather", "out[0] on HOST:0 has shape [20]", "gives [24]"});
+  auto scalars = empty_arrays<float>(mesh, {});
+  auto gathered4 = empty_arrays<float>(mesh, {4});
+  expect_error(errc::invalid_argument, [&] { (void)spmd::all_gather(mesh, "data", scalars, std::span(gathered4)); },
+               {"in[0] is a scalar"});
+
+  auto scattered = empty_arrays<float>(mesh, {2});
+  expect_error(errc::invalid_argument,
+               [&] { (void)spmd::reduce_scatter(mesh, "data", arrays, std::span(scattered), ReduceOp::sum); },
+               {"reduce_scatter", "dimension 0 (6) is not divisible by the 4 devices"});
+  auto in8 = empty_arrays<float>(mesh, {8, 3});
+  auto wrong = empty_arrays<float>(mesh, {2});
+  expect_error(errc::invalid_argument,
+               [&] { (void)spmd::reduce_scatter(mesh, "data", in8, std::span(wrong), ReduceOp::sum); },
+               {"out[0] on HOST:0 has shape [2]", "blocks of shape [2, 3]"});
+
+  expect_error(errc::invalid_argument,
+               [&] { (void)spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.timeout = 0ms}); },
+               {"CollectiveOptions::timeout must be > 0"});
+  expect_error(errc::invalid_argument, [&] { spmd::set_default_collective_timeout(-5ms); }, {"must be > 0", "-5 ms"});
+
+  // The same checks for every token: nothing was submitted by any of the calls above.
+  expect_error(errc::invalid_argument,
+               [&] { (void)spmd::all_reduce(mesh, "data", std::span(three), ReduceOp::sum, {}, asio::deferred); },
+               {"got 3 arrays"});
+  EXPECT_EQ(submitted(), after_setup);
+}
+
+TEST_F(Collectives, AnArrayOfAnotherRuntimeIsNamedSo) {
+  xdev::Runtime<Host> other({}, Host::Options{.devices = 4});
+  const Mesh mesh = line(2);
+  std::vector<AnyArray<float>> arrays;
+  arrays.push_back(xdev::empty<float>(mesh.device(0), {3}));
+  arrays.push_back(xdev::empty<float>(AnyDevice(other.device(1)), {3}));
+  expect_error(xdev::errc::invalid_argument,
+               [&] { (void)spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum); },
+               {"arrays[1] is on HOST:1 of another runtime, but mesh device 1 is HOST:1"});
+}
+
+// ---- deadline --------------------------------------------------------------------------------------
+
+TEST_F(Collectives, DeadlineNamesTheDeviceThatDidNotArrive) {
+  const Mesh mesh = line(4);
+  auto arrays = arrays_for<float>(mesh, {large});
+  const auto baseline = memory_in_use(mesh);
+  std::latch release(1);
+  auto blocker = mesh.device(2).execute([&] { release.wait(); });
+  const auto start = std::chrono::steady_clock::now();
+  auto f = spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum,
+                            {.timeout = 200ms, .algorithm = CollectiveAlgorithm::ring});
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(took, 200ms);
+  expect_error(xdev::errc::deadline_exceeded, [&] { f.get(); },
+               {"all_reduce over axis 'data' did not complete within 200 ms", "HOST:2 did not arrive",
+                "waiting for them: HOST:0"});
+  // No step starts after the deadline: releasing the device runs only its (empty) arrival.
+  std::vector<std::size_t> submitted;
+  for (const auto& d : mesh.devices()) submitted.push_back(d.execution_stats().submitted);
+  release.count_down();
+  blocker.get();
+  expect_memory_returns_to(mesh, baseline);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(mesh.device(i).execution_stats().submitted, submitted[i]);
+  // The mesh works again.
+  check_all_reduce<float>(mesh, {"data"}, 1000, ReduceOp::sum, {}, "after the deadline");
+}
+
+TEST_F(Collectives, StepsQueuedOnADeviceStuckMidCollectiveRunSafelyAfterTheDeadline) {
+  const Mesh mesh = line(4);
+  auto arrays = arrays_for<float>(mesh, {large});
+  const auto baseline = memory_in_use(mesh);
+  std::latch hold_pred(1);
+  std::latch hold_stuck(1);
+  auto pred_blocker = mesh.device(1).execute([&] { hold_pred.wait(); });
+  auto f = spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum,
+                            {.timeout = 300ms, .algorithm = CollectiveAlgorithm::ring});
+  mesh.device(2).synchronize();  // HOST:2 has arrived: its step 1 waits for HOST:1's arrival
+  auto stuck_blocker = mesh.device(2).execute([&] { hold_stuck.wait(); });
+  hold_pred.count_down();  // now HOST:2's step 1 is submitted, behind the blocker
+  pred_blocker.get();
+  expect_error(xdev::errc::deadline_exceeded, [&] { f.get(); },
+               {"did not complete within 300 ms", "HOST:2 did not complete step 1 of 6"});
+  // The queued step still runs, on temporaries the collective's shared state kept alive.
+  hold_stuck.count_down();
+  stuck_blocker.get();
+  expect_memory_returns_to(mesh, baseline);
+  check_all_reduce<float>(mesh, {"data"}, large, ReduceOp::sum, {}, "after the deadline");
+}
+
+TEST_F(Collectives, DeadlineOfDirectAndDefaultTimeout) {
+  const Mesh mesh = square();
+  auto arrays = arrays_for<std::int32_t>(mesh, {16});
+  const auto baseline = memory_in_use(mesh);
+  const auto old = spmd::default_collective_timeout();
+  EXPECT_EQ(old, 60s);
+  spmd::set_default_collective_timeout(150ms);
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  auto blocker = mesh.device(1).execute([released] { released.wait(); });
+  auto f =
+      spmd::all_reduce(mesh, "model", std::span(arrays), ReduceOp::sum, {.algorithm = CollectiveAlgorithm::direct});
+  spmd::set_default_collective_timeout(old);
+  // Group {0, 1} times out; group {2, 3} is unaffected and completes (not named in the message).
+  try {
+    f.get();
+    ADD_FAILURE() << "no deadline error";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.condition(), xdev::errc::deadline_exceeded);
+    EXPECT_THAT(e.what(), HasSubstr("within 150 ms: HOST:1 did not arrive"));
+    EXPECT_THAT(e.what(), HasSubstr("HOST:0"));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("HOST:2")));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("HOST:3")));
+  }
+  std::vector<std::vector<std::int32_t>> inputs{host_values<std::int32_t>(2, 16), host_values<std::int32_t>(3, 16)};
+  EXPECT_EQ(download(arrays[2]), reference(inputs, ReduceOp::sum));
+  release.set_value();
+  blocker.get();
+  expect_memory_returns_to(mesh, baseline);
+}
+
+// ---- errors mid-collective -------------------------------------------------------------------------
+
+TEST_F(Collectives, OutOfMemoryOnOneDeviceFailsTheCollectiveAndFreesTheTemporaries) {
+  for (auto alg : every_algorithm) {
+    const Mesh mesh = line(4);
+    auto arrays = arrays_for<float>(mesh, {large});
+    const auto baseline = memory_in_use(mesh);
+    mesh.device(2).set_memory_limit(baseline[2]);
+    const auto start = std::chrono::steady_clock::now();
+    auto f = spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = alg});
+    expect_error(xdev::errc::out_of_memory, [&] { f.get(); },
+                 {"all_reduce over axis 'data'", "out of memory on HOST:2"});
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);  // well before the 60 s deadline
+    mesh.device(2).set_memory_limit(std::nullopt);
+    expect_memory_returns_to(mesh, baseline);
+  }
+  // reduce_scatter allocates too.
+  const Mesh mesh = line(3);
+  auto in = arrays_for<std::int32_t>(mesh, {30});
+  auto out = empty_arrays<std::int32_t>(mesh, {10});
+  const auto baseline = memory_in_use(mesh);
+  mesh.device(0).set_memory_limit(baseline[0]);
+  expect_error(xdev::errc::out_of_memory,
+               [&] { spmd::reduce_scatter(mesh, "data", in, std::span(out), ReduceOp::max).get(); },
+               {"reduce_scatter over axis 'data'", "HOST:0"});
+  mesh.device(0).set_memory_limit(std::nullopt);
+  expect_memory_returns_to(mesh, baseline);
+}
+
+// ---- two runtimes ----------------------------------------------------------------------------------
+
+TEST(CollectivesAcrossRuntimes, MixedMeshGivesTheSameResults) {
+  xdev::Runtime<Host> a({}, Host::Options{.devices = 2});
+  xdev::Runtime<Host> b({}, Host::Options{.devices = 2});
+  const Mesh mesh({AnyDevice(a.device(0)), AnyDevice(b.device(0)), AnyDevice(a.device(1)), AnyDevice(b.device(1))},
+                  {2, 2}, {"data", "model"});
+  for (auto alg : every_algorithm) {
+    for (std::vector<std::string> axes : {std::vector<std::string>{"data"}, {"model"}, {"data", "model"}}) {
+      const std::string what = std::string("mixed ") + name_of(alg);
+      check_all_reduce<std::int32_t>(mesh, axes, 1001, ReduceOp::sum, {.algorithm = alg}, what);
+      check_all_reduce<float>(mesh, axes, large, ReduceOp::mean, {.algorithm = alg}, what);
+      check_all_reduce<float>(mesh, axes, 3, ReduceOp::max, {.algorithm = alg}, what);
+      check_all_gather<double>(mesh, axes, {4, 2}, {.algorithm = alg}, what);
+      check_reduce_scatter<std::int32_t>(mesh, axes, {7}, ReduceOp::min, {.algorithm = alg}, what);
+    }
+    auto arrays = arrays_for<float>(mesh, {large});
+    spmd::broadcast(mesh, {"data", "model"}, std::span(arrays), 3, {.algorithm = alg}).get();
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(download(arrays[i]), host_values<float>(3, large));
+  }
+  // Between runtimes the bytes go through the host: none arrive from a peer.
+  const Mesh across({AnyDevice(a.device(0)), AnyDevice(b.device(0))}, "x");
+  auto arrays = arrays_for<float>(across, {1000});
+  const auto peer = across.device(1).transfer_stats().bytes_from_peer;
+  const auto host = across.device(1).transfer_stats().bytes_from_host;
+  spmd::all_reduce(across, "x", std::span(arrays), ReduceOp::sum, {.algorithm = CollectiveAlgorithm::direct}).get();
+  EXPECT_EQ(across.device(1).transfer_stats().bytes_from_peer, peer);
+  EXPECT_EQ(across.device(1).transfer_stats().bytes_from_host - host, 4000u);
+}
+
+// ---- bytes moved -----------------------------------------------------------------------------------
+
+std::vector<std::size_t> from_peer(const Mesh& mesh) {
+  std::vector<std::size_t> out;
+  for (const auto& d : mesh.devices()) out.push_back(d.transfer_stats().bytes_from_peer);
+  return out;
+}
+
+// The length of chunk c when n elements are cut into k chunks that differ by at most one.
+std::size_t chunk_length(std::size_t n, std::size_t k, std::size_t c) {
+  return n / k + (c < n % k ? 1 : 0);
+}
+
+TEST_F(Collectives, RingAllReduceReceivesTwoKMinusOneOverKOfTheArray) {
+  for (std::size_t k : {2, 3, 4})
+    for (std::size_t n : {std::size_t{12}, large, std::size_t{5}, std::size_t{2}}) {
+      const Mesh mesh = line(k);
+      auto arrays = arrays_for<float>(mesh, {static_cast<Shape::value_type>(n)});
+      const auto before = from_peer(mesh);
+      spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = CollectiveAlgorithm::ring}).get();
+      const auto after = from_peer(mesh);
+      for (std::size_t r = 0; r < k; ++r) {
+        // Reduce-scatter: every chunk but (r-1); all-gather: every chunk but r (its own).
+        const std::size_t want = (2 * n - chunk_length(n, k, (r + k - 1) % k) - chunk_length(n, k, r)) * sizeof(float);
+        EXPECT_EQ(after[r] - before[r], want) << "k=" << k << " n=" << n << " device " << r;
+      }
+      if (n % k == 0) {
+        for (std::size_t r = 0; r < k; ++r) EXPECT_EQ(after[r] - before[r], 2 * (k - 1) * n / k * sizeof(float));
+      }
+    }
+}
+
+TEST_F(Collectives, DirectAndOtherCollectivesReceiveWhatTheyNeed) {
+  for (std::size_t k : {2, 3, 4}) {
+    const Mesh mesh = line(k);
+    const std::size_t n = 1201 * k;
+    const std::size_t bytes = n * sizeof(float);
+    auto arrays = arrays_for<float>(mesh, {static_cast<Shape::value_type>(n)});
+    auto check = [&](const char* what, auto&& run, auto&& want) {
+      const auto before = from_peer(mesh);
+      run();
+      const auto after = from_peer(mesh);
+      for (std::size_t r = 0; r < k; ++r)
+        EXPECT_EQ(after[r] - before[r], want(r)) << what << " k=" << k << " device " << r;
+    };
+    check(
+        "direct all_reduce",
+        [&] {
+          spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = CollectiveAlgorithm::direct})
+              .get();
+        },
+        [&](std::size_t) { return (k - 1) * bytes; });
+    auto out = empty_arrays<float>(mesh, {static_cast<Shape::value_type>(n / k)});
+    for (auto alg : {CollectiveAlgorithm::ring, CollectiveAlgorithm::direct})
+      check(
+          "reduce_scatter",
+          [&] { spmd::reduce_scatter(mesh, "data", arrays, std::span(out), ReduceOp::sum, {.algorithm = alg}).get(); },
+          [&](std::size_t) { return (k - 1) * bytes / k; });
+    auto gathered = empty_arrays<float>(mesh, {static_cast<Shape::value_type>(n * k)});
+    for (auto alg : {CollectiveAlgorithm::ring, CollectiveAlgorithm::direct})
+      check(
+          "all_gather", [&] { spmd::all_gather(mesh, "data", arrays, std::span(gathered), {.algorithm = alg}).get(); },
+          [&](std::size_t) { return (k - 1) * bytes; });
+    for (auto alg : {CollectiveAlgorithm::ring, CollectiveAlgorithm::direct})
+      check(
+          "broadcast", [&] { spmd::broadcast(mesh, "data", std::span(arrays), 1, {.algorithm = alg}).get(); },
+          [&](std::size_t r) { return r == 1 ? std::size_t{0} : bytes; });
+  }
+}
+
+}  // namespace
