@@ -2,7 +2,8 @@
 /// The umbrella header: everything in xdev's core. Not included (include them where needed): the
 /// GoogleTest harness (xdev/testing/), the MPI component (xdev/distributed/), and the parts that pull
 /// Boost.DLL: the plugin loader (xdev/plugin/loader.hpp), the registry and the accelerator functions
-/// (xdev/any/registry.hpp, xdev/any/accelerator.hpp); xdev/plugin/define.hpp is for plugin libraries.
+/// (xdev/any/registry.hpp, xdev/any/accelerator.hpp, and xdev/spmd/spmd.hpp, which turns SPMD on
+/// through them); xdev/plugin/define.hpp is for plugin libraries.
 #pragma once
 
 #include <xdev/plugin/abi.h>
@@ -42,4 +43,10 @@
 #include <xdev/random/philox.hpp>
 #include <xdev/random/stream.hpp>
 #include <xdev/random/threefry.hpp>
+#include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/mesh.hpp>
+#include <xdev/spmd/partition_spec.hpp>
+#include <xdev/spmd/sharded_array.hpp>
+#include <xdev/spmd/sharding.hpp>
+#include <xdev/spmd/virtual_device.hpp>
 #include <xdev/version.hpp>

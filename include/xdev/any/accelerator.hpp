@@ -16,9 +16,12 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/registry.hpp>
+#include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 
+#include <atomic>
 #include <cstddef>
+#include <exception>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,6 +31,36 @@ namespace xdev::accelerator {
 
 namespace detail {
 inline thread_local std::optional<AnyDevice> current;
+
+/// What <xdev/spmd/spmd.hpp> installs so that, with SPMD on, the current device is the SPMD
+/// virtual device and `device_count()` counts the mesh (this area sits below `spmd`, so it cannot
+/// call it directly). Both return nothing / 0 when SPMD is off.
+struct SpmdHook {
+  std::optional<AnyDevice> (*virtual_device)() = nullptr;
+  std::size_t (*mesh_size)() = nullptr;
+  std::vector<AnyDevice> (*mesh_devices)() = nullptr;
+};
+inline std::atomic<const SpmdHook*> spmd_hook{nullptr};
+
+/// True when `XDEV_USE_SPMD` asks for SPMD. \throws xdev::error for a malformed value.
+inline bool spmd_requested_by_environment() {
+  auto v = getenv_string("XDEV_USE_SPMD");
+  if (!v || *v == "0") return false;
+  if (*v == "1") return true;
+  throw error(errc::invalid_argument, "XDEV_USE_SPMD=\"" + *v + "\" is not accepted: use 1 (SPMD on) or 0 (off)");
+}
+
+/// The SPMD virtual device when SPMD is on, else nullopt.
+/// \throws xdev::error `errc::unavailable` when `XDEV_USE_SPMD=1` but the program does not include
+///         <xdev/spmd/spmd.hpp>, so nothing can make the virtual device.
+inline std::optional<AnyDevice> spmd_virtual_device() {
+  if (const SpmdHook* h = spmd_hook.load(std::memory_order_acquire)) return h->virtual_device();
+  if (spmd_requested_by_environment())
+    throw error(errc::unavailable,
+                "XDEV_USE_SPMD=1 asks for the SPMD virtual device, but this program does not include "
+                "<xdev/spmd/spmd.hpp>, which provides it");
+  return std::nullopt;
+}
 }  // namespace detail
 
 /// The selected backend's name (`Registry::global().default_backend()`).
@@ -43,9 +76,11 @@ inline thread_local std::optional<AnyDevice> current;
   return r.devices(r.default_backend());
 }
 
-/// How many devices the selected backend has.
-/// \throws xdev::error as `current_backend`.
+/// How many devices the selected backend has; with SPMD on, how many physical devices the SPMD
+/// virtual device stands for (its mesh's size: see `xdev::spmd::VirtualDevice`).
+/// \throws xdev::error as `current_backend`, or for a malformed `XDEV_USE_SPMD`.
 [[nodiscard]] inline std::size_t device_count() {
+  if (detail::spmd_virtual_device()) return detail::spmd_hook.load(std::memory_order_acquire)->mesh_size();
   return devices().size();
 }
 
@@ -59,10 +94,13 @@ inline thread_local std::optional<AnyDevice> current;
   }
 }
 
-/// This thread's current device: the last one set on it, else device 0 of the selected backend.
-/// \throws xdev::error as `current_backend`, or `errc::unavailable` when it has no devices.
+/// This thread's current device: the last one set on it; else, with SPMD on (`XDEV_USE_SPMD=1` or
+/// `xdev::spmd::use_spmd`), the SPMD virtual device; else device 0 of the selected backend.
+/// \throws xdev::error as `current_backend`, `errc::unavailable` when it has no devices, or as
+///         `device_count` for `XDEV_USE_SPMD`.
 [[nodiscard]] inline AnyDevice current_device() {
   if (detail::current) return *detail::current;
+  if (auto v = detail::spmd_virtual_device()) return *v;
   auto all = devices();
   if (all.empty()) throw error(errc::unavailable, "the selected backend " + current_backend() + " has no devices");
   return all.front();
@@ -86,8 +124,26 @@ inline void set_current_device(const AnyDevice& device) {
 }
 
 /// Waits for all work on this thread's current device, then raises its oldest unobserved error.
+/// When that device is the SPMD virtual device, waits for every device of its mesh too (and raises
+/// the first error found, after waiting for all of them).
 inline void synchronize() {
-  current_device().synchronize();
+  const AnyDevice dev = current_device();
+  const auto virtual_device = detail::current ? std::nullopt : detail::spmd_virtual_device();
+  if (!virtual_device || *virtual_device != dev) {
+    dev.synchronize();
+    return;
+  }
+  std::exception_ptr first;
+  auto wait = [&](const AnyDevice& d) {
+    try {
+      d.synchronize();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  };
+  wait(dev);
+  for (const auto& d : detail::spmd_hook.load(std::memory_order_acquire)->mesh_devices()) wait(d);
+  if (first) std::rethrow_exception(first);
 }
 
 /// Sets this thread's current device for a scope and restores the previous one at its end.
