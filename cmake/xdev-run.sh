@@ -11,8 +11,8 @@ bash cmake/install-deps.sh
 case "$what" in
   demo)
     cmake --preset "$preset" >/dev/null
-    cmake --build --preset "$preset" --target hello_devices
-    "build/$preset/examples/hello_devices"
+    cmake --build --preset "$preset" --target data_parallel_linear
+    "build/$preset/examples/data_parallel_linear"
     ;;
   test)
     cmake --preset "$preset"

@@ -1,0 +1,178 @@
+// The demo: data-parallel training of a linear model (128 inputs -> 10 outputs, MSE loss, SGD,
+// fixed seed) over every device of a mesh, with nothing in the program naming a backend.
+//
+//   data_parallel_linear [--steps N] [--devices N] [--quiet]
+//
+// The mesh is every device of the selected backend (XDEV_DEVICE; HOST by default, with 4 host
+// devices unless XDEV_HOST_DEVICES says otherwise), or its first --devices N. Each step:
+//   1. the global batch is placed on the SPMD virtual device (host memory: nothing moves yet);
+//   2. mark_sharding sends every device its own rows of the batch, and only those;
+//   3. every device computes its gradient with the portable ops (gemm, axpy, dot);
+//   4. all_reduce(mean) averages the gradients over the mesh axis "data";
+//   5. every device applies the same SGD update to its own copy of the parameters.
+// At the end it prints every device's parameter mean (identical across devices) and exits with
+// status 1 unless the loss fell to a tenth of its first value and the means agree exactly.
+#include <xdev/spmd/spmd.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using xdev::AnyArray;
+using xdev::AnyDevice;
+namespace spmd = xdev::spmd;
+
+constexpr std::int64_t inputs = 128;
+constexpr std::int64_t features = inputs + 1;  // the inputs and a constant 1, whose weight is the bias
+constexpr std::int64_t outputs = 10;
+constexpr std::int64_t rows_per_device = 64;
+constexpr float learning_rate = 3.0f;
+
+// A fixed-seed generator (splitmix64): the same data on every machine and standard library.
+struct SplitMix {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  float uniform() { return static_cast<float>(next() >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f; }
+};
+
+struct Options {
+  int steps = 40;
+  std::size_t devices = 0;  // 0: all
+  bool quiet = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> long {
+      if (i + 1 >= argc) throw std::invalid_argument(arg + " needs a value");
+      char* end = nullptr;
+      const long v = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || v < 1 || v > 100000)
+        throw std::invalid_argument(arg + " " + argv[i] + ": expected an integer in [1, 100000]");
+      return v;
+    };
+    if (arg == "--steps")
+      o.steps = static_cast<int>(value());
+    else if (arg == "--devices")
+      o.devices = static_cast<std::size_t>(value());
+    else if (arg == "--quiet")
+      o.quiet = true;
+    else
+      throw std::invalid_argument("unknown argument " + arg + " (accepted: --steps N, --devices N, --quiet)");
+  }
+  return o;
+}
+
+// One step's data: `rows` examples of a fixed linear teacher plus a little noise.
+void make_batch(SplitMix& rng, const std::vector<float>& teacher, std::int64_t rows, std::vector<float>& x,
+                std::vector<float>& y) {
+  x.assign(static_cast<std::size_t>(rows * features), 0.0f);
+  y.assign(static_cast<std::size_t>(rows * outputs), 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* xr = &x[static_cast<std::size_t>(r * features)];
+    for (std::int64_t i = 0; i < inputs; ++i) xr[i] = rng.uniform();
+    xr[inputs] = 1.0f;
+    for (std::int64_t o = 0; o < outputs; ++o) {
+      float acc = 0.05f * rng.uniform();
+      for (std::int64_t i = 0; i < features; ++i) acc += xr[i] * teacher[static_cast<std::size_t>(i * outputs + o)];
+      y[static_cast<std::size_t>(r * outputs + o)] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options opt = parse(argc, argv);
+  ::setenv("XDEV_HOST_DEVICES", "4", /*overwrite=*/0);  // the default mesh: 4 host devices
+
+  std::vector<AnyDevice> devices = xdev::accelerator::devices();
+  if (opt.devices != 0) {
+    if (opt.devices > devices.size())
+      throw std::invalid_argument("--devices " + std::to_string(opt.devices) + ": the backend " +
+                                  xdev::accelerator::current_backend() + " has " + std::to_string(devices.size()));
+    devices.resize(opt.devices);
+  }
+  spmd::use_spmd(spmd::Mesh(devices, "data"));
+  const spmd::VirtualDevice vd = spmd::virtual_device();
+  const spmd::Mesh& mesh = vd.mesh();
+  const std::size_t n = mesh.size();
+  const std::int64_t batch = rows_per_device * static_cast<std::int64_t>(n);
+  std::cout << "training on " << xdev::accelerator::current_device() << " (the SPMD virtual device) over " << mesh
+            << ", global batch " << batch << '\n';
+
+  SplitMix rng{20261122};
+  std::vector<float> teacher(static_cast<std::size_t>(features * outputs));
+  for (auto& t : teacher) t = rng.uniform();
+
+  // Parameters: zeros, replicated on every device.
+  std::vector<float> w0(static_cast<std::size_t>(features * outputs), 0.0f);
+  auto w = spmd::mark_sharding(vd.place(std::span<const float>(w0), {features, outputs}), vd.sharding({}));
+
+  // Per-device work arrays.
+  std::vector<AnyArray<float>> pred, grad;
+  for (const auto& d : mesh.devices()) {
+    pred.push_back(xdev::empty<float>(d, {rows_per_device, outputs}));
+    grad.push_back(xdev::empty<float>(d, {features, outputs}));
+  }
+
+  const auto batch_sharding = vd.sharding({"data", spmd::replicated});
+  std::vector<float> hx, hy;
+  float first_loss = 0.0f, loss = 0.0f;
+  for (int step = 0; step < opt.steps; ++step) {
+    make_batch(rng, teacher, batch, hx, hy);
+    auto x = spmd::mark_sharding(vd.place(std::span<const float>(hx), {batch, features}), batch_sharding);
+    auto y = spmd::mark_sharding(vd.place(std::span<const float>(hy), {batch, outputs}), batch_sharding);
+
+    std::vector<std::future<float>> losses;
+    for (std::size_t i = 0; i < n; ++i) {
+      const AnyDevice& dev = mesh.device(i);
+      xdev::ops::gemm(dev, x.shard(i), w.shard(i), pred[i]);  // pred = x w
+      xdev::ops::axpy(dev, -1.0f, y.shard(i), pred[i]);       // pred = x w - y: the error
+      losses.push_back(xdev::ops::dot(dev, pred[i], pred[i]));
+      // d(mean squared error)/dw on this device's rows: 2/(rows*outputs) x^T error.
+      xdev::ops::gemm(dev, x.shard(i), pred[i], grad[i],
+                      {.trans_a = true, .alpha = 2.0f / static_cast<float>(rows_per_device * outputs)});
+    }
+    spmd::all_reduce(mesh, "data", std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean).get();
+    for (std::size_t i = 0; i < n; ++i) xdev::ops::axpy(mesh.device(i), -learning_rate, grad[i], w.shard(i));
+
+    double total = 0.0;
+    for (auto& l : losses) total += l.get();
+    loss = static_cast<float>(total / static_cast<double>(batch * outputs));
+    if (step == 0) first_loss = loss;
+    if (!opt.quiet || step == 0 || step + 1 == opt.steps) std::printf("step %3d  loss %.6f\n", step, loss);
+  }
+
+  // Every device's parameters: identical, since every device applied the same averaged gradient.
+  bool identical = true;
+  std::vector<float> means;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float sum = xdev::ops::sum(mesh.device(i), w.shard(i)).get();
+    means.push_back(sum / static_cast<float>(features * outputs));
+    std::printf("%s parameter mean %.9g\n", mesh.device(i).name().c_str(), static_cast<double>(means.back()));
+    identical = identical && std::memcmp(&means.back(), &means.front(), sizeof(float)) == 0;
+  }
+  const bool fell = loss < 0.1f * first_loss;
+  std::printf("loss %.6f -> %.6f (%s); parameters %s across %zu devices\n", static_cast<double>(first_loss),
+              static_cast<double>(loss), fell ? "fell" : "DID NOT FALL", identical ? "identical" : "DIFFER", n);
+  return fell && identical ? 0 : 1;
+} catch (const std::exception& e) {
+  std::cerr << "data_parallel_linear: " << e.what() << '\n';
+  return 2;
+}
