@@ -17,7 +17,7 @@ case "$what" in
   test)
     cmake --preset "$preset"
     cmake --build --preset "$preset"
-    ctest --preset "$preset"
+    ctest --preset "$preset" -j "$(nproc)"
     ;;
   *)
     echo "usage: $0 demo|test [preset]" >&2

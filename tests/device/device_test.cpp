@@ -52,6 +52,21 @@ TEST(Device, NameEqualityHashAndPrinting) {
   EXPECT_NE(other.device(1), a);  // same ordinal, another runtime
 }
 
+TEST(Device, HostDevicesCanTakeAnotherTypeName) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2, .name = "SPMD_TEST"});
+  EXPECT_EQ(rt.device(1).name(), "SPMD_TEST:1");
+  EXPECT_EQ(rt.name(), "SPMD_TEST");
+  for (const char* bad : {"", "host", "1X", "A-B"}) {
+    try {
+      Host h(Host::Options{.devices = 1, .threads = 1, .name = bad});
+      ADD_FAILURE() << "name \"" << bad << "\" was accepted";
+    } catch (const xdev::error& e) {
+      EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("Host::Options::name=\"" + std::string(bad) + "\""));
+    }
+  }
+}
+
 TEST(Device, EnumerationIsARange) {
   xdev::Runtime<Host> rt({}, Host::Options{.devices = 4, .threads = 2});
   auto names = rt.devices() | ranges::views::transform([](auto d) { return d.name(); }) | ranges::to<std::vector>();

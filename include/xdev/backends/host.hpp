@@ -45,6 +45,10 @@ class Host {
     std::optional<std::size_t> devices = std::nullopt;
     /// Worker threads; unset: `std::thread::hardware_concurrency()`, at least 2.
     std::optional<std::size_t> threads = std::nullopt;
+    /// The device type's name at run time (`runtime_name()`: devices print as "NAME:0"): upper
+    /// case letters, digits and `_`, starting with a letter. Unset: "HOST". The SPMD virtual
+    /// device is a host device named "SPMD".
+    std::optional<std::string> name = std::nullopt;
   };
 
   /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_HOST_DEVICES` or option.
@@ -52,6 +56,7 @@ class Host {
   explicit Host(Options o)
       : devices_(resolve_devices(o.devices)),
         threads_(resolve_threads(o.threads)),
+        name_(resolve_name(std::move(o.name))),
         pool_(std::make_unique<boost::asio::thread_pool>(threads_)) {}
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
@@ -59,6 +64,8 @@ class Host {
   ~Host() { pool_->join(); }
 
   [[nodiscard]] std::size_t device_count() const noexcept { return devices_; }
+  /// "HOST", or `Options::name`.
+  [[nodiscard]] std::string_view runtime_name() const noexcept { return name_; }
   [[nodiscard]] std::size_t thread_count() const noexcept { return threads_; }
   /// The worker pool (for ops that split work across it).
   [[nodiscard]] boost::asio::thread_pool& pool() noexcept { return *pool_; }
@@ -204,6 +211,18 @@ class Host {
     return *requested;
   }
 
+  static std::string resolve_name(std::optional<std::string> requested) {
+    if (!requested) return std::string(name);
+    const std::string& n = *requested;
+    bool ok = !n.empty() && n[0] >= 'A' && n[0] <= 'Z';
+    for (char c : n) ok = ok && ((c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+    if (!ok)
+      throw error(errc::invalid_argument, "Host::Options::name=\"" + n +
+                                              "\" is not accepted: use upper case letters, digits and _, "
+                                              "starting with a letter");
+    return n;
+  }
+
   void copy(void* dst, const void* src, std::size_t bytes, Completion done) {
     if (bytes <= inline_copy_bytes) {
       if (bytes != 0) std::memcpy(dst, src, bytes);
@@ -230,6 +249,7 @@ class Host {
 
   std::size_t devices_;
   std::size_t threads_;
+  std::string name_;
   std::unique_ptr<boost::asio::thread_pool> pool_;
 };
 

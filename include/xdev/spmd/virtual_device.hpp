@@ -15,7 +15,6 @@
 #include <xdev/core/shape.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/memory/array.hpp>
-#include <xdev/policy/capabilities.hpp>
 #include <xdev/spmd/mesh.hpp>
 #include <xdev/spmd/partition_spec.hpp>
 #include <xdev/spmd/sharding.hpp>
@@ -26,25 +25,16 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace xdev::spmd {
 
-/// The backend of the SPMD virtual device: one device, "SPMD:0", whose memory is ordinary host
-/// memory. Arrays on it are what a program builds before it knows how they are split; the portable
-/// ops run on them on the host (like the host backend, whose kernels it uses). Never picked by
-/// default: it is only reached through a `VirtualDevice`.
-class VirtualBackend : public backends::Host {
- public:
-  static constexpr std::string_view name = "SPMD";
-  using capabilities = Capabilities<DenseGather<8192>, RngDefault<RngAlgorithm::philox>,
-                                    Autocast<AutocastKey::cpu, DType::bf16>, MaxInflight<64>, Priority<-1000>>;
+/// The name of the SPMD virtual device's device type: it prints as "SPMD:0".
+inline constexpr std::string_view virtual_device_type = "SPMD";
 
-  VirtualBackend() : Host(Options{.devices = 1, .threads = std::nullopt}) {}
-};
-
-/// The SPMD virtual device (`VirtualDevice`, this template over `VirtualBackend`): one logical device (`device()`,
+/// The SPMD virtual device (`VirtualDevice` is this template over the host backend): one logical device (`device()`,
 /// printed "SPMD:0") that stands for every physical device of `mesh()`. Copies share the same virtual device.
 ///
 /// Counting: `device_count()` is the number of physical devices (the mesh's size), not 1;
@@ -55,10 +45,11 @@ class VirtualBackend : public backends::Host {
 /// `mark_sharding`. Its allocator's statistics (`device().memory_stats()`) count it; no physical
 /// device's `transfer_stats()` changes.
 ///
-/// `Backend` holds the virtual device's memory: a backend with one device whose memory is host
-/// memory (`host_address(handle)`). It is a template parameter only so that the cost of erasing it
-/// is paid where a virtual device is made, not by every file that includes this header.
-template <class Backend = VirtualBackend>
+/// `Backend` holds the virtual device's memory: a host backend (`backends::Host` or a class
+/// derived from it) made with one device named "SPMD". It is a template parameter only so that
+/// the cost of erasing it is paid where a virtual device is made, not by every file that includes
+/// this header.
+template <class Backend = backends::Host>
 class BasicVirtualDevice {
  public:
   /// A virtual device over `mesh`.
@@ -68,7 +59,8 @@ class BasicVirtualDevice {
     auto state = std::make_shared<State>();
     state->mesh = std::move(mesh);
     // Reaped: a completion may hold the runtime last, on one of the runtime's own worker threads.
-    state->runtime = xdev::detail::make_reaped<Runtime<Backend>>();
+    state->runtime = xdev::detail::make_reaped<Runtime<Backend>>(
+        RuntimeOptions{}, typename Backend::Options{.devices = 1, .name = std::string(virtual_device_type)});
     state->device = AnyDevice(state->runtime->device(0), state->runtime);
     state_ = std::move(state);
   }
@@ -110,7 +102,7 @@ class BasicVirtualDevice {
 
   /// True when `dev` is a virtual device (of any `VirtualDevice`).
   [[nodiscard]] static bool is_virtual(const AnyDevice& dev) noexcept {
-    return dev.template target<Backend>() != nullptr;
+    return dev.type_name() == virtual_device_type && dev.template target<Backend>() != nullptr;
   }
 
   /// The host address of an array on a virtual device.
@@ -122,7 +114,7 @@ class BasicVirtualDevice {
   template <class T>
   [[nodiscard]] static const T* host_data(const AnyArray<T>& a) {
     const auto* typed = a.device().template target<Backend>();
-    if (typed == nullptr)
+    if (typed == nullptr || a.device().type_name() != virtual_device_type)
       throw error(errc::invalid_argument, "the array is on " +
                                               (a.device().valid() ? a.device().name() : std::string("no device")) +
                                               ", not on an SPMD virtual device");
