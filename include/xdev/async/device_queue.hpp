@@ -129,9 +129,9 @@ class DeviceQueue {
     auto get = [&](TransferDirection d) {
       return transfer_bytes_[static_cast<std::size_t>(d)].load(std::memory_order_relaxed);
     };
-    return {get(TransferDirection::from_host),       get(TransferDirection::to_host),
-            get(TransferDirection::from_peer),       get(TransferDirection::to_peer),
-            get(TransferDirection::within),          transfers_.load(std::memory_order_relaxed)};
+    return {get(TransferDirection::from_host), get(TransferDirection::to_host),
+            get(TransferDirection::from_peer), get(TransferDirection::to_peer),
+            get(TransferDirection::within),    transfers_.load(std::memory_order_relaxed)};
   }
 
   [[nodiscard]] ExecutionStats stats() const {

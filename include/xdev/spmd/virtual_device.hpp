@@ -34,8 +34,9 @@ namespace xdev::spmd {
 /// The name of the SPMD virtual device's device type: it prints as "SPMD:0".
 inline constexpr std::string_view virtual_device_type = "SPMD";
 
-/// The SPMD virtual device (`VirtualDevice` is this template over the host backend): one logical device (`device()`,
-/// printed "SPMD:0") that stands for every physical device of `mesh()`. Copies share the same virtual device.
+/// The SPMD virtual device (`VirtualDevice` is this template over the host backend): one logical
+/// device (`device()`, printed "SPMD:0") that stands for every physical device of `mesh()`.
+/// Copies share the same virtual device.
 ///
 /// Counting: `device_count()` is the number of physical devices (the mesh's size), not 1;
 /// `logical_device_count()` is 1. `accelerator::device_count()` reports the same physical count
@@ -119,8 +120,8 @@ class BasicVirtualDevice {
                                               (a.device().valid() ? a.device().name() : std::string("no device")) +
                                               ", not on an SPMD virtual device");
     if (a.size() == 0) return nullptr;
-    return static_cast<const T*>(
-        typed->backend().host_address(xdev::detail::unerase_handle<void*>(a.buffer().native_handle())));
+    return static_cast<const T*>(typed->backend().host_address(
+        xdev::detail::unerase_handle<typename Backend::memory_handle>(a.buffer().native_handle())));
   }
 
   friend bool operator==(const BasicVirtualDevice& a, const BasicVirtualDevice& b) noexcept {
