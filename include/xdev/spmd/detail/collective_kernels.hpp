@@ -15,9 +15,6 @@
 #include <xdev/ops/op_args.hpp>
 #include <xdev/ops/ops.hpp>
 
-#include <boost/asio/post.hpp>
-
-#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <memory>
@@ -26,102 +23,45 @@
 
 namespace xdev::spmd::detail {
 
-/// Runs `compute` on host copies of some device arrays: the read operands are copied to the host,
-/// `compute` runs on the CPU fallback pool, the written ones are copied back, then `done` is
-/// called once. The portable ops exist only for f32 and f64; this is how an i32 sum or a bf16
-/// mean still reduces exactly. Every byte moved is counted in the device's `TransferStats`
-/// (to-host and from-host), and each run in the metric `collective.host_kernel`.
-class HostStagedKernel : public std::enable_shared_from_this<HostStagedKernel> {
- public:
-  struct Operand {
-    xdev::detail::erased_handle handle;
-    std::size_t bytes;
-    bool read;
-    bool written;
-  };
-  using Compute = xdev::detail::unique_function<void(std::vector<std::byte*>&)>;
+/// An erased device seen as a backend by the CPU fallback (`ops::detail::Fallback`): its two
+/// transfers go to the device's model, and every byte is counted in the device's `TransferStats`.
+struct ErasedStaging {
+  using memory_handle = xdev::detail::erased_handle;
+  AnyDevice dev;
 
-  HostStagedKernel(AnyDevice dev, std::vector<Operand> operands, Compute compute, Completion done)
-      : dev_(std::move(dev)), operands_(std::move(operands)), compute_(std::move(compute)), done_(std::move(done)) {
-    for (const auto& o : operands_) {
-      storage_.push_back(std::make_unique<std::byte[]>(o.bytes == 0 ? 1 : o.bytes));
-      pointers_.push_back(storage_.back().get());
-    }
+  void copy_to_host(std::size_t, memory_handle src, std::size_t offset, void* dst, std::size_t bytes,
+                    Completion done) const {
+    dev.queue()->note_transfer(TransferDirection::to_host, bytes);
+    dev.model().copy_to_host(src, offset, dst, bytes, dev.keep_alive(std::move(done)));
   }
-
-  void start() {
-    metrics::counter("collective.host_kernel").add();
-    copy_in(0);
+  void copy_to_device(std::size_t, const void* src, memory_handle dst, std::size_t offset, std::size_t bytes,
+                      Completion done) const {
+    dev.queue()->note_transfer(TransferDirection::from_host, bytes);
+    dev.model().copy_to_device(src, dst, offset, bytes, dev.keep_alive(std::move(done)));
   }
-
- private:
-  void copy_in(std::size_t i) {
-    while (i < operands_.size() && (!operands_[i].read || operands_[i].bytes == 0)) ++i;
-    if (i == operands_.size()) return compute();
-    dev_.queue()->note_transfer(TransferDirection::to_host, operands_[i].bytes);
-    step(
-        [&](Completion next) {
-          dev_.model().copy_to_host(operands_[i].handle, 0, pointers_[i], operands_[i].bytes, std::move(next));
-        },
-        [self = shared_from_this(), i] { self->copy_in(i + 1); });
-  }
-
-  void compute() {
-    boost::asio::post(ops::detail::fallback_pool(), [self = shared_from_this()] {
-      try {
-        self->compute_(self->pointers_);
-      } catch (...) {
-        return self->finish(std::current_exception());
-      }
-      self->copy_out(0);
-    });
-  }
-
-  void copy_out(std::size_t i) {
-    while (i < operands_.size() && (!operands_[i].written || operands_[i].bytes == 0)) ++i;
-    if (i == operands_.size()) return finish(nullptr);
-    dev_.queue()->note_transfer(TransferDirection::from_host, operands_[i].bytes);
-    step(
-        [&](Completion next) {
-          dev_.model().copy_to_device(pointers_[i], operands_[i].handle, 0, operands_[i].bytes, std::move(next));
-        },
-        [self = shared_from_this(), i] { self->copy_out(i + 1); });
-  }
-
-  // Starts one backend transfer; on success continues with `then`, on failure finishes.
-  template <class Call, class Then>
-  void step(Call&& call, Then then) {
-    try {
-      call(dev_.keep_alive([self = shared_from_this(), then = std::move(then)](std::exception_ptr ep) mutable {
-        if (ep) return self->finish(std::move(ep));
-        then();
-      }));
-    } catch (...) {
-      finish(std::current_exception());
-    }
-  }
-
-  void finish(std::exception_ptr ep) {
-    if (finished_.exchange(true)) return;
-    auto done = std::move(done_);
-    done(std::move(ep));
-  }
-
-  AnyDevice dev_;
-  std::vector<Operand> operands_;
-  Compute compute_;
-  Completion done_;
-  std::vector<std::unique_ptr<std::byte[]>> storage_;
-  std::vector<std::byte*> pointers_;
-  std::atomic<bool> finished_{false};
 };
 
-/// Submits a host-staged kernel on `dev`'s default stream (in-flight slot, stream order, token).
+using HostOperand = ops::detail::Staged<xdev::detail::erased_handle>;
+using HostCompute = ops::detail::Fallback<ErasedStaging>::Compute;
+
+/// Submits, on `dev`'s default stream (in-flight slot, stream order, token), `compute` on host
+/// copies of some of its arrays, through the CPU fallback's staging (read operands copied in,
+/// `compute` on the fallback pool, written ones copied back). The portable ops exist only for f32
+/// and f64; this is how an i32 sum or a bf16 mean still reduces exactly. Each run counts in the
+/// metric `collective.host_kernel`.
 template <class Token>
-void submit_host_kernel(const AnyDevice& dev, std::vector<HostStagedKernel::Operand> operands,
-                        HostStagedKernel::Compute compute, Token&& token) {
+void submit_host_kernel(const AnyDevice& dev, std::vector<HostOperand> operands, HostCompute compute, Token&& token) {
   auto launch = [dev, operands = std::move(operands), compute = std::move(compute)](Completion done) mutable {
-    std::make_shared<HostStagedKernel>(dev, std::move(operands), std::move(compute), std::move(done))->start();
+    metrics::counter("collective.host_kernel").add();
+    // The staging backend lives until the fallback delivers `done`: the completion holds it.
+    auto staging = std::make_shared<ErasedStaging>(ErasedStaging{dev});
+    auto& backend = *staging;
+    std::make_shared<ops::detail::Fallback<ErasedStaging>>(
+        backend, 0, std::move(operands), std::move(compute),
+        Completion([staging = std::move(staging), done = std::move(done)](std::exception_ptr ep) mutable {
+          done(std::move(ep));
+        }))
+        ->start();
   };
   xdev::detail::submit<void>(dev.queue(), dev.queue()->default_chain(), nullptr, std::move(launch),
                              std::forward<Token>(token));
@@ -152,8 +92,8 @@ void submit_combine(const AnyDevice& dev, ops::BinaryOp op, const AnyArray<T>& a
   }
   const std::size_t n = a.size();
   const bool in_place = a.buffer().native_handle() == out.buffer().native_handle();
-  std::vector<HostStagedKernel::Operand> operands{{a.buffer().native_handle(), n * sizeof(T), true, in_place},
-                                                  {b.buffer().native_handle(), n * sizeof(T), true, false}};
+  std::vector<HostOperand> operands{{a.buffer().native_handle(), n * sizeof(T), true, in_place},
+                                    {b.buffer().native_handle(), n * sizeof(T), true, false}};
   if (!in_place) operands.push_back({out.buffer().native_handle(), n * sizeof(T), false, true});
   submit_host_kernel(
       dev, std::move(operands),
