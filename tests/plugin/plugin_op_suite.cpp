@@ -1,9 +1,18 @@
-// xdev's op conformance suite on every plugin of XDEV_PLUGIN_PATH, through AnyDevice: in the build,
-// the plugins/ directory (REF), with PLUGIN0 required by XDEV_TEST_DEVICES so that the suite
-// cannot pass by skipping. Further targets skip when fewer plugins are present.
+// xdev's op conformance suite on the plugins of the build's plugins/ directory, through AnyDevice:
+// REF (the reference plugin) and OPENCL (the OpenCL plugin, on whatever OpenCL driver is installed:
+// PoCL in CI). CMake lists each plugin it built and can run in XDEV_TEST_DEVICES, so that the suite
+// cannot pass by skipping it; an absent one skips with the reason.
 #include <xdev/testing/op_suite.hpp>
 #include <xdev/testing/plugin_targets.hpp>
 
+namespace {
+struct Ref {
+  static constexpr const char* value = "REF";
+};
+struct OpenCL {
+  static constexpr const char* value = "OPENCL";
+};
+}  // namespace
+
 XDEV_INSTANTIATE_OP_SUITE(
-    plugins,
-    xdev::testing::Targets<xdev::testing::DiscoveredPluginTarget<0>, xdev::testing::DiscoveredPluginTarget<1>>);
+    plugins, xdev::testing::Targets<xdev::testing::PluginTarget<Ref>, xdev::testing::PluginTarget<OpenCL>>);

@@ -637,6 +637,24 @@ XDEV_DEVICE_TEST_P(Ops, GatherIndexOutOfRangeFailsTheFutureAndLeavesOutUntouched
 
 // ---- random numbers -------------------------------------------------------------------------
 
+// Normals against the reference stream: raw bits and uniforms are exact integer arithmetic, but
+// normals go through the math library's log, sqrt, cos and sin, which may differ in the last bits
+// between libraries (an OpenCL device's from the C library's; see <xdev/random/stream.hpp>). So each
+// value must be within 64 ulp of its size: |got - ref| <= 64 eps (|mean| + stddev + |ref - mean|).
+// Within one backend, slices of a stream still match the whole bit for bit (checked separately).
+template <class T>
+::testing::AssertionResult near_normals(const std::vector<T>& got, const std::vector<T>& ref, T mean, T stddev) {
+  if (got.size() != ref.size())
+    return ::testing::AssertionFailure() << got.size() << " values, expected " << ref.size();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const T tol = T(64) * std::numeric_limits<T>::epsilon() * (std::fabs(mean) + stddev + std::fabs(ref[i] - mean));
+    if (!(std::fabs(got[i] - ref[i]) <= tol))
+      return ::testing::AssertionFailure()
+             << "value " << i << " is " << got[i] << ", the reference " << ref[i] << " (tolerance " << tol << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 template <class T, class Dev>
 void check_rng_explicit(const Dev& dev, xdev::RngAlgorithm alg, bool normal) {
   for (std::size_t n : {1u, 1001u, 40000u})
@@ -651,12 +669,12 @@ void check_rng_explicit(const Dev& dev, xdev::RngAlgorithm alg, bool normal) {
         xdev::random::fill_uniform(alg, 42, offset, std::span<T>(ref));
         ops::rng_uniform(dev, out, opt).get();
       }
-      EXPECT_TRUE(same_bits(to_host(out), ref))
+      EXPECT_TRUE(normal ? near_normals(to_host(out), ref, T(1.5), T(2)) : same_bits(to_host(out), ref))
           << name_of(alg) << (normal ? " normal" : " uniform") << " n=" << n << " offset=" << offset;
     }
 }
 
-XDEV_DEVICE_TEST_P(Ops, RngMatchesTheReferenceStreamBitForBit) {
+XDEV_DEVICE_TEST_P(Ops, RngMatchesTheReferenceStream) {
   const auto dev = this->device();
   for (auto alg : {xdev::RngAlgorithm::philox, xdev::RngAlgorithm::three_fry})
     for (bool normal : {false, true}) {
@@ -699,7 +717,7 @@ XDEV_DEVICE_TEST_P(Ops, RngDeviceStreamAdvancesAcrossCallsAndManualSeedRestartsI
   xdev::random::fill_uniform(alg, 1234, 202, std::span<float>(rw));
   const auto first = to_host(u);
   EXPECT_TRUE(same_bits(first, ru));
-  EXPECT_TRUE(same_bits(to_host(z), rz));
+  EXPECT_TRUE(near_normals(to_host(z), rz, 0.5, 3.0));
   EXPECT_TRUE(same_bits(to_host(w), rw));
 
   // An explicit generator without a seed still continues the device's stream.
@@ -746,7 +764,7 @@ void check_rng_halves(const Dev& d0, const Dev& d1, std::size_t n, std::size_t s
   EXPECT_TRUE(same_bits(joined, to_host(whole))) << "n=" << n << " split=" << split;
   std::vector<T> ref(n);
   xdev::random::fill_normal(alg, 77, 3, std::span<T>(ref));
-  EXPECT_TRUE(same_bits(joined, ref));
+  EXPECT_TRUE(near_normals(joined, ref, T(0), T(1)));
 }
 
 XDEV_DEVICE_TEST_P(Ops, RngHalvesOnTwoDevicesConcatenateToTheWholeStream) {
@@ -1236,7 +1254,7 @@ XDEV_REGISTER_DEVICE_TEST_SUITE_P(
     SumOfIntegersIsExact, SumOfTenMillionTenthsIsAccurate, SumAlongEachAxis, SumAlongTheOnlyAxisGivesAScalarArray,
     SumAxisErrorsNameTheShapes, Dot, GemmAllTransposesAndScalarsF32, GemmAllTransposesAndScalarsF64,
     GemmFullMantissasWithinTheErrorBound, GemmWithAlphaZeroOrEmptyDepthOnlyScalesC, GemmShapeErrorsNameTheShapes,
-    Gather, GatherIndexOutOfRangeFailsTheFutureAndLeavesOutUntouched, RngMatchesTheReferenceStreamBitForBit,
+    Gather, GatherIndexOutOfRangeFailsTheFutureAndLeavesOutUntouched, RngMatchesTheReferenceStream,
     RngDefaultGeneratorFollowsTheRngDefaultPolicy, RngDeviceStreamAdvancesAcrossCallsAndManualSeedRestartsIt,
     RngWithAnExplicitSeedLeavesTheDeviceStreamAlone, RngHalvesOnTwoDevicesConcatenateToTheWholeStream,
     ConvertRoundsToNearestEvenAndSaturates, ParallelForCoversTheRangeOnceAndReportsExceptions,

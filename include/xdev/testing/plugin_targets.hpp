@@ -10,7 +10,15 @@
 ///
 /// A target beyond the plugins found is unavailable (its tests skip, saying so); a plugin whose
 /// client cannot be created is unavailable with its error. List `PLUGIN0` in `XDEV_TEST_DEVICES` to
-/// make its absence a failure. Includes Boost.DLL (through the registry).
+/// make its absence a failure.
+///
+/// `PluginTarget<Name>` is the plugin of a given name instead (`Name::value`, "OPENCL"), listed
+/// under that name:
+///
+///     struct OpenCL { static constexpr const char* value = "OPENCL"; };
+///     XDEV_INSTANTIATE_OP_SUITE(plugins, xdev::testing::Targets<xdev::testing::PluginTarget<OpenCL>>);
+///
+/// Includes Boost.DLL (through the registry).
 #pragma once
 
 #include <xdev/any/any_device.hpp>
@@ -45,6 +53,27 @@ struct DiscoveredPluginTarget {
       return devs;
     } catch (const std::exception& e) {
       why_unavailable = "plugin " + plugin_name + " (" + plugins[N]->path().string() + "): " + e.what();
+      return {};
+    }
+  }
+};
+
+/// The plugin whose backend is named `Name::value` (a `const char*` or string view constant), as an
+/// erased device test target of that name. Unavailable, with the registry's reason, when no such
+/// plugin is found or its client cannot be created.
+template <class Name>
+struct PluginTarget {
+  static std::string name() { return std::string(Name::value); }
+
+  static std::vector<AnyDevice> devices(std::string& why_unavailable) {
+    auto& registry = Registry::global();
+    try {
+      auto devs = registry.devices(name());
+      if (devs.empty()) why_unavailable = "plugin " + name() + " has no devices";
+      return devs;
+    } catch (const std::exception& e) {
+      why_unavailable = "plugin " + name() + " is unavailable (search path \"" +
+                        registry.discovery().search_path.to_string() + "\"): " + e.what();
       return {};
     }
   }

@@ -1,0 +1,1021 @@
+/// \file
+/// `xdev_opencl::OpenCL`: xdev's OpenCL backend, device type "OPENCL", shipped as the plugin
+/// `libxdev_plugin_opencl.so` (opencl_plugin.cpp). It links the OpenCL ICD loader only, so it
+/// drives whatever OpenCL drivers are installed (PoCL on a CPU, a GPU vendor's driver).
+///
+/// - Devices: every device of every platform, in platform order, restricted by
+///   `XDEV_OPENCL_PLATFORM` (a case-insensitive substring of the platform name) and
+///   `XDEV_OPENCL_DEVICE_TYPE` (a comma-separated list of `cpu`, `gpu`, `accelerator`, or `all`, the
+///   default). In a multi-process job each local process takes its share (see `share_of`).
+/// - One context per platform (per platform and fp64 support), in which the kernels of
+///   kernels.hpp are compiled once, when the backend is created; a failed build reports the
+///   compiler's log. Each device has one in-order command queue.
+/// - Memory: one `clCreateBuffer` per allocation. A request above the device's maximum allocation,
+///   or beyond its global memory (counted per device), and the runtime's own out-of-memory codes
+///   are `errc::out_of_memory` naming the device and the size.
+/// - Asynchrony: transfers are non-blocking `clEnqueueRead/Write/CopyBuffer`, ops are kernels; the
+///   last command of each submission carries an event whose `clSetEventCallback` reports the
+///   completion to xdev: no thread waits per operation. Completions therefore run on the OpenCL
+///   runtime's callback thread. Host tasks wait for a marker, then run on the backend's own thread.
+/// - Every failed OpenCL call is reported with the call and the status by name (cl_error.hpp).
+#pragma once
+
+#include "cl_error.hpp"
+#include "kernels.hpp"
+
+#include <xdev/backend/completion.hpp>
+#include <xdev/core/env.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/ops/op_args.hpp>
+#include <xdev/plugin/detail/abi_bridge.hpp>
+#include <xdev/policy/capabilities.hpp>
+#include <xdev/random/stream.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace xdev_opencl {
+
+/// What the backend knows of one OpenCL device (from `clGetDeviceInfo`).
+struct DeviceInfo {
+  std::string name;
+  std::string vendor;
+  std::string version;         ///< CL_DEVICE_VERSION: "OpenCL 3.0 PoCL ..."
+  std::string driver_version;  ///< CL_DRIVER_VERSION
+  std::string platform;        ///< the platform's name
+  cl_device_type type = 0;
+  cl_uint compute_units = 0;
+  cl_ulong global_memory = 0;   ///< bytes
+  cl_ulong max_allocation = 0;  ///< bytes, CL_DEVICE_MAX_MEM_ALLOC_SIZE
+  cl_ulong local_memory = 0;    ///< bytes
+  std::size_t max_work_group = 0;
+  bool fp64 = false;
+  bool fp16 = false;
+
+  /// "CPU", "GPU", "accelerator" or "other".
+  [[nodiscard]] std::string type_name() const {
+    if (type & CL_DEVICE_TYPE_GPU) return "GPU";
+    if (type & CL_DEVICE_TYPE_ACCELERATOR) return "accelerator";
+    if (type & CL_DEVICE_TYPE_CPU) return "CPU";
+    return "other";
+  }
+};
+
+/// The devices local process `rank` of `size` takes out of `count`: a contiguous block
+/// [rank * count / size, (rank + 1) * count / size) when there are at least as many devices as
+/// processes; otherwise device `rank % count` alone (processes then share devices).
+inline std::pair<std::size_t, std::size_t> share_of(std::size_t count, std::size_t rank, std::size_t size) {
+  if (size <= 1 || count == 0) return {0, count};
+  if (count >= size) return {rank * count / size, (rank + 1) * count / size};
+  return {rank % count, rank % count + 1};
+}
+
+namespace detail {
+
+// One thread running posted jobs in order (the backend's host tasks).
+class Worker {
+ public:
+  Worker() : thread_([this] { loop(); }) {}
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() {
+    {
+      std::lock_guard lk(m_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void post(xdev::HostTask job) {
+    std::lock_guard lk(m_);  // notified under the lock: see xdev_ref::Worker
+    jobs_.push_back(std::move(job));
+    cv_.notify_one();
+  }
+
+ private:
+  void loop() {
+    for (;;) {
+      xdev::HostTask job;
+      {
+        std::unique_lock lk(m_);
+        cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<xdev::HostTask> jobs_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+inline std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+inline std::string trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// The device types `XDEV_OPENCL_DEVICE_TYPE` selects (CL_DEVICE_TYPE_ALL when unset).
+inline cl_device_type device_types_from_environment() {
+  const auto text = xdev::getenv_string("XDEV_OPENCL_DEVICE_TYPE");
+  if (!text) return CL_DEVICE_TYPE_ALL;
+  cl_device_type types = 0;
+  std::string_view rest = *text;
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string item = lower(trim(rest.substr(0, comma)));
+    if (item == "cpu")
+      types |= CL_DEVICE_TYPE_CPU;
+    else if (item == "gpu")
+      types |= CL_DEVICE_TYPE_GPU;
+    else if (item == "accelerator")
+      types |= CL_DEVICE_TYPE_ACCELERATOR;
+    else if (item == "all")
+      types |= CL_DEVICE_TYPE_ALL;
+    else
+      throw xdev::error(xdev::errc::invalid_argument,
+                        "XDEV_OPENCL_DEVICE_TYPE=\"" + *text + "\": \"" + item +
+                            "\" is not a device type; accepted: a comma-separated list of cpu, gpu, accelerator, all");
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return types;
+}
+
+inline std::string platform_string(cl_platform_id p, cl_platform_info what) {
+  std::size_t size = 0;
+  cl_check(clGetPlatformInfo(p, what, 0, nullptr, &size), "OPENCL", "clGetPlatformInfo");
+  std::string s(size, '\0');
+  cl_check(clGetPlatformInfo(p, what, size, s.data(), nullptr), "OPENCL", "clGetPlatformInfo");
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+inline std::string device_string(cl_device_id d, cl_device_info what) {
+  std::size_t size = 0;
+  cl_check(clGetDeviceInfo(d, what, 0, nullptr, &size), "OPENCL", "clGetDeviceInfo");
+  std::string s(size, '\0');
+  cl_check(clGetDeviceInfo(d, what, size, s.data(), nullptr), "OPENCL", "clGetDeviceInfo");
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+template <class T>
+T device_value(cl_device_id d, cl_device_info what) {
+  T v{};
+  cl_check(clGetDeviceInfo(d, what, sizeof v, &v, nullptr), "OPENCL", "clGetDeviceInfo");
+  return v;
+}
+
+inline DeviceInfo query_device(cl_device_id d, const std::string& platform) {
+  DeviceInfo i;
+  i.name = device_string(d, CL_DEVICE_NAME);
+  i.vendor = device_string(d, CL_DEVICE_VENDOR);
+  i.version = device_string(d, CL_DEVICE_VERSION);
+  i.driver_version = device_string(d, CL_DRIVER_VERSION);
+  i.platform = platform;
+  i.type = device_value<cl_device_type>(d, CL_DEVICE_TYPE);
+  i.compute_units = device_value<cl_uint>(d, CL_DEVICE_MAX_COMPUTE_UNITS);
+  i.global_memory = device_value<cl_ulong>(d, CL_DEVICE_GLOBAL_MEM_SIZE);
+  i.max_allocation = device_value<cl_ulong>(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  i.local_memory = device_value<cl_ulong>(d, CL_DEVICE_LOCAL_MEM_SIZE);
+  i.max_work_group = device_value<std::size_t>(d, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+  const std::string extensions = " " + device_string(d, CL_DEVICE_EXTENSIONS) + " ";
+  i.fp64 = device_value<cl_device_fp_config>(d, CL_DEVICE_DOUBLE_FP_CONFIG) != 0 ||
+           extensions.find(" cl_khr_fp64 ") != std::string::npos;
+  i.fp16 = extensions.find(" cl_khr_fp16 ") != std::string::npos;
+  return i;
+}
+
+// The argument of a kernel that is `__local` memory of `bytes` bytes.
+struct Local {
+  std::size_t bytes;
+};
+
+// What an OpenCL callback needs to report a finished submission to xdev.
+struct Pending {
+  xdev::Completion done;
+  std::string what;                      // "OPENCL:0: gemm": prefixes a failure
+  xdev::HostTask then;                   // runs on success before `done` (may throw): result checks
+  std::vector<unsigned char> host_data;  // host memory a read-back writes into (lives until then ran)
+};
+
+// The event callback: reports the submission's status (or `then`'s exception) to xdev.
+inline void CL_CALLBACK on_complete(cl_event ev, cl_int status, void* user) noexcept {
+  std::unique_ptr<Pending> p(static_cast<Pending*>(user));
+  clReleaseEvent(ev);
+  std::exception_ptr ep;
+  if (status < 0) {
+    ep = std::make_exception_ptr(cl_failure(p->what, "the command", status));
+  } else if (p->then) {
+    try {
+      p->then();
+    } catch (...) {
+      ep = std::current_exception();
+    }
+  }
+  auto done = std::move(p->done);
+  p.reset();  // before `done`: the backend may be destroyed once the last completion ran
+  done(std::move(ep));
+}
+
+template <class T>
+constexpr const char* type_suffix() noexcept {
+  if constexpr (std::is_same_v<T, float>)
+    return "f32";
+  else
+    return "f64";
+}
+
+template <class T>
+inline constexpr bool is_float_data = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// The dtype name kernels.hpp uses for an element type.
+template <class T>
+constexpr std::string_view dtype_suffix() noexcept {
+  return xdev::name_of(xdev::dtype_of<T>);
+}
+
+// The `rounding` argument of the dot and gemm kernels for autocast dtype `compute` on T data
+// (the host's `rounding_for`): 0 none, 1 to f32, 2 to f16, 3 to bf16.
+template <class T>
+cl_uint rounding_code(xdev::DType compute, const char* op) {
+  switch (compute) {
+    case xdev::DType::f16:
+      return 2;
+    case xdev::DType::bf16:
+      return 3;
+    case xdev::DType::f32:
+      return std::is_same_v<T, float> ? 0 : 1;
+    case xdev::DType::f64:
+      return 0;
+    default:
+      break;
+  }
+  throw xdev::error(xdev::errc::invalid_argument, std::string(op) + ": compute dtype " +
+                                                      std::string(xdev::name_of(compute)) + " is not accepted for " +
+                                                      std::string(xdev::name_of(xdev::dtype_of<T>)) +
+                                                      " data; accepted: f16, bf16, f32, f64");
+}
+
+}  // namespace detail
+
+/// The OpenCL backend (see the file comment).
+class OpenCL {
+ public:
+  static constexpr std::string_view name = "OPENCL";
+  /// Up to 64 operations in flight, Philox by default, no dense gather (an OpenCL device gathers
+  /// rows directly), autocast to bf16 under the `private_use` key (PyTorch's key for out-of-tree
+  /// devices). The priority is decided at run time (`runtime_capabilities`).
+  using capabilities =
+      xdev::Capabilities<xdev::MaxInflight<64>, xdev::RngDefault<xdev::RngAlgorithm::philox>, xdev::DenseGather<0>,
+                         xdev::Autocast<xdev::AutocastKey::private_use, xdev::DType::bf16>, xdev::Priority<-150>>;
+  using memory_handle = cl_mem;
+  static constexpr std::string_view plugin_version = "1.0.0";
+  static constexpr std::string_view plugin_platform =
+      "OpenCL 1.2 through the ICD loader: every installed OpenCL driver's devices";
+
+  /// Finds the devices, creates a context per platform, compiles the kernels there, and a command
+  /// queue per device.
+  /// \throws xdev::error `errc::unavailable` when there is no OpenCL platform or no device passes
+  /// the filters (the message lists what was found); `errc::invalid_argument` for a malformed
+  /// `XDEV_OPENCL_DEVICE_TYPE`; `errc::internal` with the build log when the kernels fail to compile.
+  explicit OpenCL(const xdev::plugin::ClientOptions& options = {}) {
+    try {
+      discover(options);
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+  OpenCL(const OpenCL&) = delete;
+  OpenCL& operator=(const OpenCL&) = delete;
+  ~OpenCL() { release(); }
+
+  [[nodiscard]] std::size_t device_count() const noexcept { return devices_.size(); }
+
+  /// The static capabilities, with what the devices tell: the smallest global memory, f64 only when
+  /// every device has it, and a priority above the host backend's (-100) when a GPU or accelerator
+  /// is among the devices (100), below it for CPU devices only (-150).
+  [[nodiscard]] xdev::CapabilitySet runtime_capabilities() const noexcept { return caps_; }
+
+  /// What the device is: "Portable Computing Language / cpu-haswell-... (CPU), OpenCL 3.0 PoCL ...,
+  /// 2 compute units, 23.1 GiB global memory (max allocation 8 GiB), 512 KiB local, fp64 yes,
+  /// fp16 no".
+  [[nodiscard]] std::string device_description(std::size_t device) const {
+    const DeviceInfo& i = devices_.at(device)->info;
+    auto size = [](cl_ulong b) {
+      char buf[32];
+      if (b >= (cl_ulong{1} << 30))
+        std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / static_cast<double>(1ull << 30));
+      else if (b >= (cl_ulong{1} << 20))
+        std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / static_cast<double>(1ull << 20));
+      else
+        std::snprintf(buf, sizeof buf, "%.0f KiB", static_cast<double>(b) / 1024.0);
+      return std::string(buf);
+    };
+    return i.platform + " / " + i.name + " (" + i.type_name() + "), " + i.version + ", " +
+           std::to_string(i.compute_units) + " compute units, " + size(i.global_memory) +
+           " global memory (max allocation " + size(i.max_allocation) + "), " + size(i.local_memory) + " local, fp64 " +
+           (i.fp64 ? "yes" : "no") + ", fp16 " + (i.fp16 ? "yes" : "no");
+  }
+
+  /// The device's properties as queried.
+  [[nodiscard]] const DeviceInfo& device_info(std::size_t device) const { return devices_.at(device)->info; }
+
+  // ---- memory -------------------------------------------------------------------------------
+
+  /// A new buffer of `bytes` bytes in the device's context.
+  /// \throws xdev::error `errc::out_of_memory` naming the device and the size.
+  memory_handle allocate(std::size_t device, std::size_t bytes) {
+    Dev& d = dev(device);
+    const cl_ulong want = std::max<cl_ulong>(bytes, 1);
+    if (want > d.info.max_allocation)
+      throw xdev::error(xdev::errc::out_of_memory, d.label + " cannot allocate " + std::to_string(bytes) +
+                                                       " bytes: above the device's maximum allocation of " +
+                                                       std::to_string(d.info.max_allocation) + " bytes");
+    cl_ulong used = d.allocated.load();
+    do {
+      if (want > d.info.global_memory - std::min(used, d.info.global_memory))
+        throw xdev::error(xdev::errc::out_of_memory,
+                          d.label + " cannot allocate " + std::to_string(bytes) + " bytes: " + std::to_string(used) +
+                              " of its " + std::to_string(d.info.global_memory) + " bytes of global memory are in use");
+    } while (!d.allocated.compare_exchange_weak(used, used + want));
+    cl_int err = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(contexts_[d.context].context, CL_MEM_READ_WRITE, want, nullptr, &err);
+    if (err != CL_SUCCESS || m == nullptr) {
+      d.allocated -= want;
+      if (detail_is_oom(err) || err == CL_INVALID_BUFFER_SIZE)
+        throw xdev::error(xdev::errc::out_of_memory,
+                          d.label + " cannot allocate " + std::to_string(bytes) + " bytes: clCreateBuffer failed: " +
+                              std::string(cl_error_name(err)) + " (" + std::to_string(err) + ")");
+      throw cl_failure(d.label + ": allocating " + std::to_string(bytes) + " bytes", "clCreateBuffer", err);
+    }
+    return m;
+  }
+
+  void deallocate(std::size_t device, memory_handle h, std::size_t bytes) noexcept {
+    if (h == nullptr) return;
+    clReleaseMemObject(h);
+    if (device < devices_.size()) devices_[device]->allocated -= std::max<cl_ulong>(bytes, 1);
+  }
+
+  // ---- transfers (non-blocking, on the device's in-order queue) -----------------------------
+
+  void copy_to_device(std::size_t device, const void* src, memory_handle dst, std::size_t dst_offset, std::size_t bytes,
+                      xdev::Completion done) {
+    if (bytes == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueWriteBuffer(d.queue, dst, CL_FALSE, dst_offset, bytes, src, 0, nullptr, &ev), d.label,
+             "clEnqueueWriteBuffer");
+    complete_on(d, ev, pending(std::move(done), d.label + ": copy to device"));
+  }
+
+  void copy_to_host(std::size_t device, memory_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
+                    xdev::Completion done) {
+    if (bytes == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueReadBuffer(d.queue, src, CL_FALSE, src_offset, bytes, dst, 0, nullptr, &ev), d.label,
+             "clEnqueueReadBuffer");
+    complete_on(d, ev, pending(std::move(done), d.label + ": copy to host"));
+  }
+
+  /// Within one context, a `clEnqueueCopyBuffer` on the source device's queue; between contexts,
+  /// through host memory: a read on the source's queue whose completion enqueues the write on the
+  /// destination's.
+  void copy_between(std::size_t src_device, memory_handle src, std::size_t src_offset, std::size_t dst_device,
+                    memory_handle dst, std::size_t dst_offset, std::size_t bytes, xdev::Completion done) {
+    if (bytes == 0) return done(nullptr);
+    Dev& s = dev(src_device);
+    Dev& t = dev(dst_device);
+    if (s.context == t.context) {
+      std::lock_guard lk(s.m);
+      cl_event ev = nullptr;
+      cl_check(clEnqueueCopyBuffer(s.queue, src, dst, src_offset, dst_offset, bytes, 0, nullptr, &ev), s.label,
+               "clEnqueueCopyBuffer");
+      complete_on(s, ev, pending(std::move(done), s.label + ": copy to " + t.label));
+      return;
+    }
+    auto staging = std::make_shared<std::vector<unsigned char>>(bytes);
+    auto p = pending(std::move(done), s.label + ": copy to " + t.label + " (read)");
+    // The read's completion starts the write; the write's completion reports to xdev.
+    auto finish = std::make_shared<xdev::Completion>(std::move(p->done));
+    p->done = [&t, dst, dst_offset, bytes, staging, finish](std::exception_ptr ep) mutable {
+      if (ep) return (*finish)(ep);
+      try {
+        std::lock_guard lk(t.m);
+        cl_event ev = nullptr;
+        cl_check(clEnqueueWriteBuffer(t.queue, dst, CL_FALSE, dst_offset, bytes, staging->data(), 0, nullptr, &ev),
+                 t.label, "clEnqueueWriteBuffer");
+        auto w = pending([staging, finish](std::exception_ptr e) { (*finish)(std::move(e)); },
+                         t.label + ": copy from another context (write)");
+        complete_on(t, ev, std::move(w));
+      } catch (...) {
+        (*finish)(std::current_exception());
+      }
+    };
+    std::lock_guard lk(s.m);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueReadBuffer(s.queue, src, CL_FALSE, src_offset, bytes, staging->data(), 0, nullptr, &ev), s.label,
+             "clEnqueueReadBuffer");
+    complete_on(s, ev, std::move(p));
+  }
+
+  /// Runs `task` on the backend's host thread once the device's queue reached this point.
+  void execute(std::size_t device, xdev::HostTask task, xdev::Completion done) {
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueMarkerWithWaitList(d.queue, 0, nullptr, &ev), d.label, "clEnqueueMarkerWithWaitList");
+    auto shared_task = std::make_shared<xdev::HostTask>(std::move(task));
+    complete_on(d, ev,
+                pending(
+                    [this, shared_task, done = std::move(done)](std::exception_ptr ep) mutable {
+                      if (ep) return done(ep);
+                      host_worker_->post([shared_task, done = std::move(done)]() mutable {
+                        std::exception_ptr e;
+                        try {
+                          (*shared_task)();
+                        } catch (...) {
+                          e = std::current_exception();
+                        }
+                        done(std::move(e));
+                      });
+                    },
+                    d.label + ": host task"));
+  }
+
+  // ---- the portable operations: OpenCL C kernels (kernels.hpp) ------------------------------
+
+  /// `x[i] = value` by `clEnqueueFillBuffer` with the value's bytes as the pattern (every dtype).
+  template <class T>
+  requires xdev::HasDType<T>
+  void fill(std::size_t device, const xdev::ops::FillArgs<T, memory_handle>& a, xdev::Completion done) {
+    if (a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    unsigned char pattern[sizeof(T)];
+    std::memcpy(pattern, &a.value, sizeof(T));
+    if constexpr (std::is_same_v<T, bool>) pattern[0] = a.value ? 1 : 0;
+    std::lock_guard lk(d.m);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueFillBuffer(d.queue, a.x, pattern, sizeof(T), 0, a.n * sizeof(T), 0, nullptr, &ev), d.label,
+             "clEnqueueFillBuffer");
+    complete_on(d, ev, pending(std::move(done), d.label + ": fill"));
+  }
+
+  template <class T>
+  requires detail::is_float_data<T>
+  void scale(std::size_t device, const xdev::ops::ScaleArgs<T, memory_handle>& a, xdev::Completion done) {
+    if (a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    const std::string k = std::string("scale_") + detail::type_suffix<T>();
+    complete_on(d, enqueue_1d(d, k, a.n, a.x, cl_ulong{a.n}, a.alpha), pending(std::move(done), d.label + ": scale"));
+  }
+
+  template <class T>
+  requires detail::is_float_data<T>
+  void axpy(std::size_t device, const xdev::ops::AxpyArgs<T, memory_handle>& a, xdev::Completion done) {
+    if (a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    const std::string k = std::string("axpy_") + detail::type_suffix<T>();
+    complete_on(d, enqueue_1d(d, k, a.n, a.alpha, a.x, a.y, cl_ulong{a.n}),
+                pending(std::move(done), d.label + ": axpy"));
+  }
+
+  /// add, mul, min and max as xdev defines them (see `xdev::ops::host::binary`).
+  template <class T>
+  requires detail::is_float_data<T>
+  void binary(std::size_t device, const xdev::ops::BinaryArgs<T, memory_handle>& a, xdev::Completion done) {
+    using Op = xdev::ops::BinaryOp;
+    if (a.op != Op::add && a.op != Op::mul && a.op != Op::min && a.op != Op::max)
+      throw xdev::error(xdev::errc::invalid_argument,
+                        "OPENCL: binary: unknown operator " + std::to_string(static_cast<int>(a.op)));
+    if (a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    const std::string k = std::string("binary_") + detail::type_suffix<T>();
+    complete_on(d, enqueue_1d(d, k, a.n, static_cast<cl_uint>(a.op), a.a, a.b, a.out, cl_ulong{a.n}),
+                pending(std::move(done), d.label + ": " + xdev::ops::name_of(a.op)));
+  }
+
+  /// A work-group tree per pass, passes until one value is left, then read back into `*result`.
+  template <class T>
+  requires detail::is_float_data<T>
+  void sum(std::size_t device, const xdev::ops::SumArgs<T, memory_handle>& a, xdev::Completion done) {
+    if (a.n == 0) {
+      *a.result = T(0);
+      return done(nullptr);
+    }
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    const std::string pass = std::string("sum_pass_") + detail::type_suffix<T>();
+    reduce<T>(d, a.n, a.result, std::move(done), "sum", [&](cl_mem out, std::size_t groups) {
+      enqueue_groups(d, pass, groups, a.x, cl_ulong{a.n}, out, detail::Local{d.reduce_local * sizeof(T)}, no_event);
+    });
+  }
+
+  /// The dot product: the first pass multiplies (after the autocast rounding), the rest sum.
+  template <class T>
+  requires detail::is_float_data<T>
+  void dot(std::size_t device, const xdev::ops::DotArgs<T, memory_handle>& a, xdev::Completion done) {
+    const cl_uint rounding = detail::rounding_code<T>(a.compute, "dot");
+    if (a.n == 0) {
+      *a.result = T(0);
+      return done(nullptr);
+    }
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    const std::string pass = std::string("dot_pass_") + detail::type_suffix<T>();
+    reduce<T>(d, a.n, a.result, std::move(done), "dot", [&](cl_mem out, std::size_t groups) {
+      enqueue_groups(d, pass, groups, a.x, a.y, cl_ulong{a.n}, rounding, out, detail::Local{d.reduce_local * sizeof(T)},
+                     no_event);
+    });
+  }
+
+  /// A work-group tree per output for long axes, one work item per output for short ones.
+  template <class T>
+  requires detail::is_float_data<T>
+  void sum_axis(std::size_t device, const xdev::ops::SumAxisArgs<T, memory_handle>& a, xdev::Completion done) {
+    const std::size_t outputs = a.outer * a.inner;
+    if (outputs == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    cl_event ev = nullptr;
+    if (a.axis >= tree_axis_min) {
+      ev =
+          enqueue_groups(d, std::string("sum_axis_") + detail::type_suffix<T>(), outputs, a.x, a.out, cl_ulong{a.outer},
+                         cl_ulong{a.axis}, cl_ulong{a.inner}, detail::Local{d.reduce_local * sizeof(T)});
+    } else {
+      ev = enqueue_1d(d, std::string("sum_axis_small_") + detail::type_suffix<T>(), outputs, a.x, a.out,
+                      cl_ulong{a.outer}, cl_ulong{a.axis}, cl_ulong{a.inner});
+    }
+    complete_on(d, ev, pending(std::move(done), d.label + ": sum"));
+  }
+
+  /// Local-memory tiled matrix multiply (kernels.hpp, `gemm_range`). With `alpha == 0` or an empty
+  /// depth, A and B are not read: C = beta C.
+  template <class T>
+  requires detail::is_float_data<T>
+  void gemm(std::size_t device, const xdev::ops::GemmArgs<T, memory_handle>& a, xdev::Completion done) {
+    const cl_uint rounding = detail::rounding_code<T>(a.compute, "gemm");
+    if (a.m == 0 || a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    if (kernels::gemm_local_items > d.info.max_work_group)
+      throw xdev::error(xdev::errc::unimplemented,
+                        d.label + ": gemm needs work-groups of " + std::to_string(kernels::gemm_local_items) +
+                            " items; the device allows " + std::to_string(d.info.max_work_group));
+    const cl_ulong k = a.alpha == T(0) ? 0 : a.k;
+    const auto range = kernels::gemm_range(a.m, a.n);
+    std::lock_guard lk(d.m);
+    cl_kernel kern = kernel(d, std::string("gemm_") + detail::type_suffix<T>());
+    set_args(d, kern, "gemm", cl_uint{a.trans_a}, cl_uint{a.trans_b}, cl_ulong{a.m}, cl_ulong{a.n}, k, a.alpha, a.a,
+             cl_ulong{a.lda}, a.b, cl_ulong{a.ldb}, a.beta, a.c, cl_ulong{a.ldc}, rounding);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueNDRangeKernel(d.queue, kern, 2, nullptr, range.global, range.local, 0, nullptr, &ev),
+             d.label + ": gemm", "clEnqueueNDRangeKernel");
+    complete_on(d, ev, pending(std::move(done), d.label + ": gemm"));
+  }
+
+  /// Rows of `table` by index: a check kernel finds the first index out of range, the gather kernel
+  /// then writes nothing, and the op fails with the host backend's message.
+  template <class T, class I>
+  requires xdev::HasDType<T> &&(std::is_same_v<I, std::int32_t> || std::is_same_v<I, std::int64_t>)void gather(
+      std::size_t device, const xdev::ops::GatherArgs<T, I, memory_handle>& a, xdev::Completion done) {
+    if (a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    cl_mem status = temp_buffer(d, 16, "gather");
+    const cl_uint none = 0xFFFFFFFFu;
+    cl_int err = clEnqueueFillBuffer(d.queue, status, &none, sizeof none, 0, 16, 0, nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+      clReleaseMemObject(status);
+      throw cl_failure(d.label + ": gather", "clEnqueueFillBuffer", err);
+    }
+    auto p = pending(std::move(done), d.label + ": gather");
+    try {
+      const std::string idx(detail::dtype_suffix<I>());
+      enqueue_1d(d, "gather_check_" + idx, a.n, a.index, cl_ulong{a.n}, cl_ulong{a.rows}, status, no_event);
+      const std::size_t items = a.n * std::max<std::size_t>(a.cols, 1);
+      enqueue_1d(d, "gather_" + std::to_string(sizeof(T)) + "_" + idx, items, a.table, cl_ulong{a.rows},
+                 cl_ulong{a.cols}, a.index, cl_ulong{a.n}, a.out, status, no_event);
+      p->host_data.resize(16);
+      cl_event ev = nullptr;
+      cl_check(clEnqueueReadBuffer(d.queue, status, CL_FALSE, 0, 16, p->host_data.data(), 0, nullptr, &ev), d.label,
+               "clEnqueueReadBuffer");
+      clReleaseMemObject(status);  // freed once the queued commands that use it have finished
+      status = nullptr;
+      const unsigned char* bytes = p->host_data.data();
+      p->then = [bytes, rows = a.rows] {
+        std::uint32_t first = 0;
+        std::int64_t value = 0;
+        std::memcpy(&first, bytes, sizeof first);
+        std::memcpy(&value, bytes + 8, sizeof value);
+        if (first != 0xFFFFFFFFu)
+          throw xdev::error(xdev::errc::invalid_argument,
+                            "gather: index " + std::to_string(value) + " at position " + std::to_string(first) +
+                                " is out of range for a table of " + std::to_string(rows) + " rows");
+      };
+      complete_on(d, ev, std::move(p));
+    } catch (...) {
+      if (status != nullptr) clReleaseMemObject(status);
+      throw;
+    }
+  }
+
+  /// Philox4x32-10 and Threefry2x32-20 streams, bit for bit those of <xdev/random/stream.hpp>;
+  /// normals through OpenCL's log, sqrt, cos and sin.
+  /// \throws xdev::error `errc::invalid_argument` for an unknown algorithm or a stddev that is
+  /// negative or NaN, as the host backend does, before anything runs.
+  template <class T>
+  requires detail::is_float_data<T>
+  void rng(std::size_t device, const xdev::ops::RngArgs<T, memory_handle>& a, xdev::Completion done) {
+    if (a.normal)
+      xdev::random::fill_normal(a.algorithm, a.seed, a.offset, std::span<T>{}, a.mean, a.stddev);
+    else
+      xdev::random::fill_uniform(a.algorithm, a.seed, a.offset, std::span<T>{});
+    if (a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    const auto alg = static_cast<cl_uint>(a.algorithm);
+    cl_event ev = a.normal ? enqueue_1d(d, std::string("rng_normal_") + detail::type_suffix<T>(), a.n, a.out,
+                                        cl_ulong{a.n}, alg, cl_ulong{a.seed}, cl_ulong{a.offset}, a.mean, a.stddev)
+                           : enqueue_1d(d, std::string("rng_uniform_") + detail::type_suffix<T>(), a.n, a.out,
+                                        cl_ulong{a.n}, alg, cl_ulong{a.seed}, cl_ulong{a.offset});
+    complete_on(d, ev, pending(std::move(done), d.label + (a.normal ? ": rng_normal" : ": rng_uniform")));
+  }
+
+  /// Every pair of dtypes, bit for bit `xdev::ops::host::convert`; the same dtype is a buffer copy.
+  template <class S, class D>
+  requires xdev::HasDType<S> && xdev::HasDType<D>
+  void convert(std::size_t device, const xdev::ops::ConvertArgs<S, D, memory_handle>& a, xdev::Completion done) {
+    if (a.n == 0 || (std::is_same_v<S, D> && a.src == a.dst)) return done(nullptr);
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    cl_event ev = nullptr;
+    if constexpr (std::is_same_v<S, D>) {
+      cl_check(clEnqueueCopyBuffer(d.queue, a.src, a.dst, 0, 0, a.n * sizeof(S), 0, nullptr, &ev), d.label,
+               "clEnqueueCopyBuffer");
+    } else {
+      const std::string k =
+          "convert_" + std::string(detail::dtype_suffix<S>()) + "_" + std::string(detail::dtype_suffix<D>());
+      ev = enqueue_1d(d, k, a.n, a.src, a.dst, cl_ulong{a.n});
+    }
+    complete_on(d, ev, pending(std::move(done), d.label + ": convert"));
+  }
+
+ private:
+  // Axes at least this long are summed by a work-group tree per output.
+  static constexpr std::size_t tree_axis_min = 64;
+
+  struct Context {
+    cl_platform_id platform = nullptr;
+    cl_context context = nullptr;
+    cl_program program = nullptr;
+  };
+
+  struct Dev {
+    cl_device_id id = nullptr;
+    std::size_t context = 0;
+    cl_command_queue queue = nullptr;
+    DeviceInfo info;
+    std::string label;             // "OPENCL:0"
+    std::size_t reduce_local = 1;  // power-of-two work-group size of the reductions
+    std::mutex m;                  // held while setting kernel arguments and enqueueing
+    std::map<std::string, cl_kernel, std::less<>> kernels;
+    std::atomic<cl_ulong> allocated{0};
+  };
+
+  // No event wanted from an enqueue (a command in the middle of a submission).
+  struct NoEvent {};
+  static constexpr NoEvent no_event{};
+
+  static bool detail_is_oom(cl_int err) noexcept { return cl_errc(err) == xdev::errc::out_of_memory; }
+
+  Dev& dev(std::size_t device) {
+    if (device >= devices_.size())
+      throw xdev::error(xdev::errc::invalid_argument, "OPENCL: device " + std::to_string(device) + " does not exist (" +
+                                                          std::to_string(devices_.size()) + " devices)");
+    return *devices_[device];
+  }
+
+  static std::unique_ptr<detail::Pending> pending(xdev::Completion done, std::string what) {
+    auto p = std::make_unique<detail::Pending>();
+    p->done = std::move(done);
+    p->what = std::move(what);
+    return p;
+  }
+
+  // Hands the submission's last event to the callback that reports it, and flushes the queue so
+  // that the runtime starts the commands.
+  static void complete_on(Dev& d, cl_event ev, std::unique_ptr<detail::Pending> p) {
+    const cl_int err = clSetEventCallback(ev, CL_COMPLETE, &detail::on_complete, p.get());
+    if (err != CL_SUCCESS) {
+      clReleaseEvent(ev);
+      throw cl_failure(p->what, "clSetEventCallback", err);
+    }
+    (void)p.release();  // owned by the callback now
+    clFlush(d.queue);
+  }
+
+  cl_kernel kernel(Dev& d, std::string_view name) {
+    const auto it = d.kernels.find(name);
+    if (it == d.kernels.end())
+      throw xdev::error(xdev::errc::internal, d.label + ": the kernel " + std::string(name) + " does not exist");
+    return it->second;
+  }
+
+  template <class A>
+  static void set_arg(const Dev& d, cl_kernel k, std::string_view kernel_name, cl_uint index, const A& value) {
+    cl_int err;
+    if constexpr (std::is_same_v<A, detail::Local>)
+      err = clSetKernelArg(k, index, value.bytes, nullptr);
+    else
+      err = clSetKernelArg(k, index, sizeof(A), &value);
+    if (err != CL_SUCCESS)
+      throw cl_failure(d.label + ": " + std::string(kernel_name) + " argument " + std::to_string(index),
+                       "clSetKernelArg", err);
+  }
+
+  template <class... A>
+  static void set_args(const Dev& d, cl_kernel k, std::string_view kernel_name, const A&... args) {
+    cl_uint i = 0;
+    (set_arg(d, k, kernel_name, i++, args), ...);
+  }
+
+  // Enqueues kernel `name` over `n` work items (the runtime picks the work-group size) with
+  // `args`; returns its event, or none when the last argument is `no_event`.
+  template <class... A>
+  cl_event enqueue_1d(Dev& d, std::string_view name, std::size_t n, const A&... args) {
+    return enqueue(d, name, n, 0, args...);
+  }
+
+  // Enqueues kernel `name` over `groups` work-groups of `d.reduce_local` items.
+  template <class... A>
+  cl_event enqueue_groups(Dev& d, std::string_view name, std::size_t groups, const A&... args) {
+    return enqueue(d, name, groups * d.reduce_local, d.reduce_local, args...);
+  }
+
+  template <class... A>
+  cl_event enqueue(Dev& d, std::string_view name, std::size_t global, std::size_t local, const A&... args) {
+    cl_kernel k = kernel(d, name);
+    constexpr bool want_event = !(std::is_same_v<A, NoEvent> || ...);
+    cl_uint i = 0;
+    auto one = [&](const auto& v) {
+      if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, NoEvent>) set_arg(d, k, name, i++, v);
+    };
+    (one(args), ...);
+    cl_event ev = nullptr;
+    const cl_int err = clEnqueueNDRangeKernel(d.queue, k, 1, nullptr, &global, local != 0 ? &local : nullptr, 0,
+                                              nullptr, want_event ? &ev : nullptr);
+    if (err != CL_SUCCESS) throw cl_failure(d.label + ": " + std::string(name), "clEnqueueNDRangeKernel", err);
+    return ev;
+  }
+
+  cl_mem temp_buffer(Dev& d, std::size_t bytes, const char* op) {
+    cl_int err = CL_SUCCESS;
+    cl_mem m =
+        clCreateBuffer(contexts_[d.context].context, CL_MEM_READ_WRITE, std::max<std::size_t>(bytes, 1), nullptr, &err);
+    if (err != CL_SUCCESS || m == nullptr)
+      throw cl_failure(d.label + ": " + op + ": a temporary of " + std::to_string(bytes) + " bytes", "clCreateBuffer",
+                       err);
+    return m;
+  }
+
+  // Runs the reduction passes: `first(out, groups)` enqueues the first pass into `out` (one value
+  // per group), then sum passes reduce those the same way until one value is left, which is read
+  // into `*result`.
+  template <class T, class First>
+  void reduce(Dev& d, std::size_t n, T* result, xdev::Completion done, const char* op, First&& first) {
+    const std::size_t per_group = d.reduce_local * kernels::reduce_items;
+    std::size_t groups = (n + per_group - 1) / per_group;
+    cl_mem ping = temp_buffer(d, groups * sizeof(T), op);
+    cl_mem pong = nullptr;
+    try {
+      first(ping, groups);
+      const std::string pass = std::string("sum_pass_") + detail::type_suffix<T>();
+      if (groups > 1) pong = temp_buffer(d, ((groups + per_group - 1) / per_group) * sizeof(T), op);
+      while (groups > 1) {
+        const std::size_t count = groups;
+        groups = (count + per_group - 1) / per_group;
+        enqueue_groups(d, pass, groups, ping, cl_ulong{count}, pong, detail::Local{d.reduce_local * sizeof(T)},
+                       no_event);
+        std::swap(ping, pong);
+      }
+      cl_event ev = nullptr;
+      cl_check(clEnqueueReadBuffer(d.queue, ping, CL_FALSE, 0, sizeof(T), result, 0, nullptr, &ev), d.label,
+               "clEnqueueReadBuffer");
+      // Released now, freed by the runtime once the queued commands that use them have finished.
+      clReleaseMemObject(ping);
+      if (pong != nullptr) clReleaseMemObject(pong);
+      ping = pong = nullptr;
+      complete_on(d, ev, pending(std::move(done), d.label + ": " + op));
+    } catch (...) {
+      if (ping != nullptr) clReleaseMemObject(ping);
+      if (pong != nullptr) clReleaseMemObject(pong);
+      throw;
+    }
+  }
+
+  void discover(const xdev::plugin::ClientOptions& options) {
+    const cl_device_type wanted = detail::device_types_from_environment();
+    const auto platform_filter = xdev::getenv_string("XDEV_OPENCL_PLATFORM");
+
+    cl_uint platform_count = 0;
+    const cl_int perr = clGetPlatformIDs(0, nullptr, &platform_count);
+    if (perr == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (perr == CL_SUCCESS && platform_count == 0))
+      throw xdev::error(xdev::errc::unavailable,
+                        "OPENCL: no OpenCL platform: the ICD loader found no driver (see /etc/OpenCL/vendors, "
+                        "OCL_ICD_VENDORS)");
+    cl_check(perr, "OPENCL", "clGetPlatformIDs");
+    std::vector<cl_platform_id> platforms(platform_count);
+    cl_check(clGetPlatformIDs(platform_count, platforms.data(), nullptr), "OPENCL", "clGetPlatformIDs");
+
+    struct Found {
+      cl_platform_id platform;
+      cl_device_id id;
+      DeviceInfo info;
+    };
+    std::vector<Found> found;
+    std::string seen;  // what the filters left out, for the error message
+    for (cl_platform_id p : platforms) {
+      const std::string pname = detail::platform_string(p, CL_PLATFORM_NAME);
+      cl_uint count = 0;
+      const cl_int derr = clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &count);
+      if (derr == CL_DEVICE_NOT_FOUND || count == 0) continue;
+      cl_check(derr, "OPENCL: platform " + pname, "clGetDeviceIDs");
+      std::vector<cl_device_id> ids(count);
+      cl_check(clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr), "OPENCL: platform " + pname,
+               "clGetDeviceIDs");
+      for (cl_device_id id : ids) {
+        DeviceInfo info = detail::query_device(id, pname);
+        const bool platform_ok =
+            !platform_filter || detail::lower(pname).find(detail::lower(*platform_filter)) != std::string::npos;
+        if (platform_ok && (info.type & wanted) != 0 && device_value_available(id))
+          found.push_back({p, id, std::move(info)});
+        else
+          seen += (seen.empty() ? "" : ", ") + info.name + " (" + info.type_name() + ") on " + pname;
+      }
+    }
+    if (found.empty())
+      throw xdev::error(xdev::errc::unavailable,
+                        "OPENCL: no OpenCL device passes XDEV_OPENCL_PLATFORM / XDEV_OPENCL_DEVICE_TYPE" +
+                            (seen.empty() ? std::string(" (no devices at all)") : "; found: " + seen));
+
+    const auto [first, last] = share_of(found.size(), options.local_rank, options.local_world_size);
+    found = std::vector<Found>(found.begin() + static_cast<std::ptrdiff_t>(first),
+                               found.begin() + static_cast<std::ptrdiff_t>(last));
+
+    // One context per (platform, fp64): the program is built with or without the double kernels.
+    std::vector<std::pair<cl_platform_id, bool>> keys;
+    for (const auto& f : found)
+      if (std::find(keys.begin(), keys.end(), std::pair{f.platform, f.info.fp64}) == keys.end())
+        keys.emplace_back(f.platform, f.info.fp64);
+    for (const auto& [platform, fp64] : keys) {
+      std::vector<cl_device_id> ids;
+      for (const auto& f : found)
+        if (f.platform == platform && f.info.fp64 == fp64) ids.push_back(f.id);
+      contexts_.push_back(make_context(platform, fp64, ids));
+    }
+
+    for (const auto& f : found) {
+      auto d = std::make_unique<Dev>();
+      d->id = f.id;
+      d->info = f.info;
+      d->label = "OPENCL:" + std::to_string(devices_.size());
+      d->context = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), std::pair{f.platform, f.info.fp64}) -
+                                            keys.begin());
+      d->reduce_local = 1;
+      while (d->reduce_local * 2 <= std::min<std::size_t>(256, f.info.max_work_group)) d->reduce_local *= 2;
+      cl_int err = CL_SUCCESS;
+      d->queue = clCreateCommandQueue(contexts_[d->context].context, f.id, 0, &err);
+      cl_check(err, d->label, "clCreateCommandQueue");
+      create_kernels(*d);
+      devices_.push_back(std::move(d));
+    }
+
+    caps_ = capabilities::set;
+    caps_.memory_per_device = 0;
+    bool accelerator = false;
+    for (const auto& d : devices_) {
+      const auto mem = static_cast<std::size_t>(d->info.global_memory);
+      caps_.memory_per_device = caps_.memory_per_device == 0 ? mem : std::min(caps_.memory_per_device, mem);
+      if (!d->info.fp64) caps_.supported_dtypes &= ~(std::uint32_t{1} << static_cast<unsigned>(xdev::DType::f64));
+      accelerator = accelerator || (d->info.type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
+    }
+    caps_.priority = accelerator ? 100 : -150;
+    host_worker_ = std::make_unique<detail::Worker>();
+  }
+
+  static bool device_value_available(cl_device_id id) {
+    cl_bool available = CL_FALSE;
+    return clGetDeviceInfo(id, CL_DEVICE_AVAILABLE, sizeof available, &available, nullptr) == CL_SUCCESS &&
+           available == CL_TRUE;
+  }
+
+  static Context make_context(cl_platform_id platform, bool fp64, const std::vector<cl_device_id>& ids) {
+    Context c;
+    c.platform = platform;
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(platform), 0};
+    cl_int err = CL_SUCCESS;
+    c.context = clCreateContext(props, static_cast<cl_uint>(ids.size()), ids.data(), nullptr, nullptr, &err);
+    cl_check(err, "OPENCL", "clCreateContext");
+    const char* source = kernels::program_source();
+    c.program = clCreateProgramWithSource(c.context, 1, &source, nullptr, &err);
+    if (err != CL_SUCCESS) {
+      clReleaseContext(c.context);
+      throw cl_failure("OPENCL", "clCreateProgramWithSource", err);
+    }
+    const char* options = fp64 ? "-cl-std=CL1.2 -DXDEV_FP64=1" : "-cl-std=CL1.2";
+    err = clBuildProgram(c.program, static_cast<cl_uint>(ids.size()), ids.data(), options, nullptr, nullptr);
+    if (err != CL_SUCCESS) {
+      std::string log;
+      for (cl_device_id id : ids) {
+        std::size_t size = 0;
+        clGetProgramBuildInfo(c.program, id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+        std::string one(size, '\0');
+        clGetProgramBuildInfo(c.program, id, CL_PROGRAM_BUILD_LOG, size, one.data(), nullptr);
+        while (!one.empty() && one.back() == '\0') one.pop_back();
+        log += "\n--- build log for " + detail::device_string(id, CL_DEVICE_NAME) + ":\n" + one;
+      }
+      clReleaseProgram(c.program);
+      clReleaseContext(c.context);
+      throw xdev::error(err == CL_BUILD_PROGRAM_FAILURE ? xdev::errc::internal : cl_errc(err),
+                        "OPENCL: compiling the kernels (" + std::string(options) + ") failed: clBuildProgram: " +
+                            std::string(cl_error_name(err)) + " (" + std::to_string(err) + ")" + log);
+    }
+    return c;
+  }
+
+  void create_kernels(Dev& d) {
+    cl_program program = contexts_[d.context].program;
+    cl_uint count = 0;
+    cl_check(clCreateKernelsInProgram(program, 0, nullptr, &count), d.label, "clCreateKernelsInProgram");
+    std::vector<cl_kernel> ks(count);
+    cl_check(clCreateKernelsInProgram(program, count, ks.data(), nullptr), d.label, "clCreateKernelsInProgram");
+    for (cl_kernel k : ks) {
+      std::size_t size = 0;
+      clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &size);
+      std::string kname(size, '\0');
+      clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, size, kname.data(), nullptr);
+      while (!kname.empty() && kname.back() == '\0') kname.pop_back();
+      d.kernels.emplace(std::move(kname), k);
+    }
+  }
+
+  void release() noexcept {
+    for (auto& d : devices_)
+      if (d->queue != nullptr) clFinish(d->queue);
+    host_worker_.reset();  // runs the host tasks already posted
+    for (auto& d : devices_) {
+      for (auto& [n, k] : d->kernels) clReleaseKernel(k);
+      if (d->queue != nullptr) clReleaseCommandQueue(d->queue);
+    }
+    devices_.clear();
+    for (auto& c : contexts_) {
+      if (c.program != nullptr) clReleaseProgram(c.program);
+      if (c.context != nullptr) clReleaseContext(c.context);
+    }
+    contexts_.clear();
+  }
+
+  std::vector<Context> contexts_;
+  std::vector<std::unique_ptr<Dev>> devices_;
+  xdev::CapabilitySet caps_;
+  std::unique_ptr<detail::Worker> host_worker_;
+};
+
+}  // namespace xdev_opencl

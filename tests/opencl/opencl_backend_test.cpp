@@ -1,0 +1,262 @@
+// The OpenCL backend on its own (no xdev runtime around it): device discovery and its filters, the
+// multi-process device share, memory limits, transfers, host tasks, and how OpenCL failures are
+// reported. The op conformance suite runs on the OPENCL plugin in tests/plugin (plugin_op_suite).
+//
+// Without an OpenCL driver every test skips with the reason, unless XDEV_TEST_DEVICES lists
+// OPENCL (CTest does so when a driver is registered): then they fail.
+#include "opencl_backend.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using xdev_opencl::OpenCL;
+
+bool opencl_required() {
+  const char* v = std::getenv("XDEV_TEST_DEVICES");
+  return v != nullptr && (std::string(",") + v + ",").find(",OPENCL,") != std::string::npos;
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// Calls `f(completion)` and waits for the completion: rethrows what it reports.
+template <class F>
+void run(F&& f) {
+  std::promise<void> p;
+  auto fut = p.get_future();
+  f(xdev::Completion([&p](std::exception_ptr ep) {
+    if (ep)
+      p.set_exception(ep);
+    else
+      p.set_value();
+  }));
+  fut.get();
+}
+
+class OpenCLBackend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      backend_ = std::make_unique<OpenCL>();
+    } catch (const xdev::error& e) {
+      if (opencl_required()) FAIL() << "OPENCL is required (XDEV_TEST_DEVICES) but unavailable: " << e.what();
+      GTEST_SKIP() << "no OpenCL device: " << e.what();
+    }
+  }
+  OpenCL& b() { return *backend_; }
+  std::unique_ptr<OpenCL> backend_;
+};
+
+TEST(OpenCLErrors, StatusCodesAreReportedByNameWithTheCall) {
+  EXPECT_EQ(xdev_opencl::cl_error_name(CL_INVALID_BUFFER_SIZE), "CL_INVALID_BUFFER_SIZE");
+  EXPECT_EQ(xdev_opencl::cl_error_name(CL_BUILD_PROGRAM_FAILURE), "CL_BUILD_PROGRAM_FAILURE");
+  EXPECT_EQ(xdev_opencl::cl_error_name(-1001), "CL_PLATFORM_NOT_FOUND_KHR");
+  EXPECT_EQ(xdev_opencl::cl_error_name(-12345), "unknown OpenCL error");
+
+  const auto oom = xdev_opencl::cl_failure("OPENCL:1", "clEnqueueNDRangeKernel", CL_MEM_OBJECT_ALLOCATION_FAILURE);
+  EXPECT_EQ(oom.code(), xdev::errc::out_of_memory);
+  EXPECT_THAT(oom.what(), HasSubstr("OPENCL:1: clEnqueueNDRangeKernel failed: CL_MEM_OBJECT_ALLOCATION_FAILURE (-4)"));
+  EXPECT_EQ(xdev_opencl::cl_failure("", "clFinish", CL_OUT_OF_RESOURCES).code(), xdev::errc::out_of_memory);
+  EXPECT_EQ(xdev_opencl::cl_failure("", "clGetPlatformIDs", -1001).code(), xdev::errc::unavailable);
+  const auto other = xdev_opencl::cl_failure("OPENCL:0", "clSetKernelArg", -12345);
+  EXPECT_EQ(other.code(), xdev::errc::internal);
+  EXPECT_THAT(other.what(), HasSubstr("unknown OpenCL error (-12345)"));
+}
+
+TEST(OpenCLShare, EachLocalProcessTakesAContiguousBlockOrSharesWhenDevicesAreFew) {
+  using xdev_opencl::share_of;
+  EXPECT_EQ(share_of(4, 0, 1), std::make_pair(std::size_t{0}, std::size_t{4}));
+  EXPECT_EQ(share_of(4, 0, 2), std::make_pair(std::size_t{0}, std::size_t{2}));
+  EXPECT_EQ(share_of(4, 1, 2), std::make_pair(std::size_t{2}, std::size_t{4}));
+  EXPECT_EQ(share_of(5, 1, 2), std::make_pair(std::size_t{2}, std::size_t{5}));
+  EXPECT_EQ(share_of(3, 2, 3), std::make_pair(std::size_t{2}, std::size_t{3}));
+  EXPECT_EQ(share_of(2, 3, 4), std::make_pair(std::size_t{1}, std::size_t{2}));  // fewer devices: shared
+  EXPECT_EQ(share_of(1, 2, 4), std::make_pair(std::size_t{0}, std::size_t{1}));
+}
+
+TEST_F(OpenCLBackend, DevicesAndCapabilitiesComeFromTheDeviceQueries) {
+  ASSERT_GE(b().device_count(), 1u);
+  const auto caps = b().runtime_capabilities();
+  bool all_fp64 = true, any_accelerator = false;
+  std::size_t smallest = 0;
+  for (std::size_t i = 0; i < b().device_count(); ++i) {
+    const auto& info = b().device_info(i);
+    EXPECT_FALSE(info.name.empty());
+    EXPECT_GT(info.compute_units, 0u);
+    EXPECT_GT(info.max_allocation, 0u);
+    EXPECT_LE(info.max_allocation, info.global_memory);
+    all_fp64 = all_fp64 && info.fp64;
+    any_accelerator = any_accelerator || info.type_name() != "CPU";
+    smallest = smallest == 0 ? info.global_memory : std::min<std::size_t>(smallest, info.global_memory);
+    const std::string d = b().device_description(i);
+    EXPECT_THAT(d, HasSubstr(info.platform + " / " + info.name));
+    EXPECT_THAT(d, HasSubstr(std::to_string(info.compute_units) + " compute units"));
+    EXPECT_THAT(d, HasSubstr(std::string("fp64 ") + (info.fp64 ? "yes" : "no")));
+  }
+  EXPECT_EQ(caps.memory_per_device, smallest);
+  EXPECT_EQ(caps.supports(xdev::DType::f64), all_fp64);
+  EXPECT_TRUE(caps.supports(xdev::DType::f16) && caps.supports(xdev::DType::bf16) && caps.supports(xdev::DType::i64));
+  EXPECT_EQ(caps.priority, any_accelerator ? 100 : -150);
+  EXPECT_EQ(caps.dense_gather_factor, 0u);
+  EXPECT_EQ(caps.rng_default, xdev::RngAlgorithm::philox);
+}
+
+TEST_F(OpenCLBackend, AnAllocationAboveTheDeviceMaximumIsOutOfMemoryNamingDeviceAndSize) {
+  const auto max = b().device_info(0).max_allocation;
+  try {
+    (void)b().allocate(0, static_cast<std::size_t>(max) + 1);
+    FAIL() << "no exception";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::out_of_memory);
+    EXPECT_THAT(e.what(), HasSubstr("OPENCL:0 cannot allocate " + std::to_string(max + 1) + " bytes"));
+    EXPECT_THAT(e.what(), HasSubstr("maximum allocation of " + std::to_string(max)));
+  }
+  // Nothing was counted: a full-size allocation still fits.
+  auto h = b().allocate(0, 1024);
+  b().deallocate(0, h, 1024);
+}
+
+TEST_F(OpenCLBackend, TransfersRoundTripAndCrossDevices) {
+  std::vector<float> in(1000), out(1000, -1.0f);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i) * 0.5f;
+  const std::size_t bytes = in.size() * sizeof(float);
+  const std::size_t last = b().device_count() - 1;
+  auto a = b().allocate(0, bytes);
+  auto c = b().allocate(last, bytes);
+  run([&](xdev::Completion d) { b().copy_to_device(0, in.data(), a, 0, bytes, std::move(d)); });
+  run([&](xdev::Completion d) { b().copy_between(0, a, 0, last, c, 0, bytes, std::move(d)); });
+  run([&](xdev::Completion d) { b().copy_to_host(last, c, 0, out.data(), bytes, std::move(d)); });
+  EXPECT_EQ(out, in);
+  // With offsets: the second half of `a` to the first half of `c`.
+  run([&](xdev::Completion d) { b().copy_between(0, a, bytes / 2, last, c, 0, bytes / 2, std::move(d)); });
+  run([&](xdev::Completion d) { b().copy_to_host(last, c, 0, out.data(), bytes / 2, std::move(d)); });
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 500, in.begin() + 500));
+  // Zero bytes complete at once.
+  run([&](xdev::Completion d) { b().copy_to_host(0, a, 0, out.data(), 0, std::move(d)); });
+  b().deallocate(0, a, bytes);
+  b().deallocate(last, c, bytes);
+}
+
+TEST_F(OpenCLBackend, AFailedCallNamesTheDeviceTheCallAndTheStatus) {
+  auto a = b().allocate(0, 64);
+  std::vector<unsigned char> out(64);
+  try {
+    run([&](xdev::Completion d) { b().copy_to_host(0, a, 32, out.data(), 64, std::move(d)); });  // past the end
+    FAIL() << "no exception";
+  } catch (const xdev::error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("OPENCL:0: clEnqueueReadBuffer failed: CL_INVALID_VALUE (-30)"));
+  }
+  b().deallocate(0, a, 64);
+}
+
+TEST_F(OpenCLBackend, HostTasksRunAfterTheWorkQueuedBeforeThemOffTheCallingThread) {
+  std::vector<int> in(1 << 20, 7), out(1 << 20, 0);
+  const std::size_t bytes = in.size() * sizeof(int);
+  auto a = b().allocate(0, bytes);
+  std::promise<void> copied, ran;
+  b().copy_to_device(0, in.data(), a, 0, bytes, [&](std::exception_ptr) { copied.set_value(); });
+  std::thread::id task_thread;
+  b().execute(
+      0, [&] { task_thread = std::this_thread::get_id(); },
+      [&](std::exception_ptr ep) { ep ? ran.set_exception(ep) : ran.set_value(); });
+  ran.get_future().get();
+  EXPECT_EQ(copied.get_future().wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_NE(task_thread, std::this_thread::get_id());
+  // A task that throws reports its exception.
+  std::promise<void> failed;
+  b().execute(
+      0, [] { throw xdev::error(xdev::errc::internal, "task failed on purpose"); },
+      [&](std::exception_ptr ep) { ep ? failed.set_exception(ep) : failed.set_value(); });
+  EXPECT_THROW(failed.get_future().get(), xdev::error);
+  b().deallocate(0, a, bytes);
+}
+
+TEST_F(OpenCLBackend, TheDeviceTypeAndPlatformVariablesFilterTheDevices) {
+  {
+    ScopedEnv env("XDEV_OPENCL_DEVICE_TYPE", "tpu");
+    try {
+      OpenCL b2;
+      FAIL() << "no exception";
+    } catch (const xdev::error& e) {
+      EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+      EXPECT_THAT(e.what(), HasSubstr("XDEV_OPENCL_DEVICE_TYPE=\"tpu\""));
+      EXPECT_THAT(e.what(), HasSubstr("accepted: a comma-separated list of cpu, gpu, accelerator, all"));
+    }
+  }
+  {
+    ScopedEnv env("XDEV_OPENCL_PLATFORM", "no such platform");
+    try {
+      OpenCL b2;
+      FAIL() << "no exception";
+    } catch (const xdev::error& e) {
+      EXPECT_EQ(e.code(), xdev::errc::unavailable);
+      EXPECT_THAT(e.what(), HasSubstr("found: " + b().device_info(0).name));
+    }
+  }
+  const bool cpu = b().device_info(0).type_name() == "CPU";
+  {
+    ScopedEnv env("XDEV_OPENCL_DEVICE_TYPE", cpu ? "gpu, accelerator" : "cpu");
+    std::size_t other = 0;
+    for (std::size_t i = 0; i < b().device_count(); ++i) other += (b().device_info(i).type_name() == "CPU") != cpu;
+    if (other == 0) {
+      EXPECT_THROW(OpenCL{}, xdev::error);
+    }
+  }
+  {
+    ScopedEnv env("XDEV_OPENCL_DEVICE_TYPE", cpu ? "CPU" : "gpu,accelerator");
+    ScopedEnv platform("XDEV_OPENCL_PLATFORM", b().device_info(0).platform.substr(0, 4).c_str());
+    OpenCL b2;
+    EXPECT_GE(b2.device_count(), 1u);
+  }
+}
+
+TEST_F(OpenCLBackend, EachLocalProcessGetsItsShareOfTheDevices) {
+  const std::size_t n = b().device_count();
+  std::size_t total = 0;
+  for (std::uint32_t rank = 0; rank < 2; ++rank) {
+    xdev::plugin::ClientOptions o;
+    o.local_rank = rank;
+    o.local_world_size = 2;
+    OpenCL part(o);
+    const auto [first, last] = xdev_opencl::share_of(n, rank, 2);
+    EXPECT_EQ(part.device_count(), last - first);
+    total += part.device_count();
+  }
+  if (n >= 2) {
+    EXPECT_EQ(total, n);
+  }
+}
+
+}  // namespace
