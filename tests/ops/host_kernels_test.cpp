@@ -1033,6 +1033,63 @@ TEST(HostConvert, ParallelEqualsSerial) {
   EXPECT_TRUE(same_bytes(copy, d));
 }
 
+// The sources of a conversion test: every bit pattern of the 16-bit floats (signaling NaNs
+// included), else `tricky_values` (every u8 among them).
+template <class S>
+Buf<S> convert_sources() {
+  if constexpr (xdev::ops::host::detail::is_half<S>) {
+    Buf<S> v(65536 * 3);  // three times, so that the input spans several parallel chunks
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = S::from_bits(static_cast<std::uint16_t>(i));
+    return v;
+  } else {
+    Buf<S> v = tricky_values<S>(200003);
+    if constexpr (std::is_same_v<S, std::uint8_t>)
+      for (std::size_t i = 0; i < 256; ++i) v[i] = static_cast<std::uint8_t>(i);
+    return v;
+  }
+}
+
+// The run-time dtype overload of convert(), for the pair (S, D): every element as convert_one()
+// gives it (through a function pointer the compiler cannot see through), the same dtype a copy.
+template <class S, class D>
+void check_convert_by_dtype(const Parallel& par) {
+  static D (*volatile one)(S) = &host::detail::convert_one<D, S>;
+  const auto src = convert_sources<S>();
+  Buf<D> got(src.size());
+  host::convert(par, xdev::dtype_of<S>, src.data(), xdev::dtype_of<D>, got.data(), src.size());
+  for (std::size_t i = 0; i < src.size(); ++i)
+    ASSERT_EQ(bits_of(got[i]), bits_of(one(src[i])))
+        << xdev::dtype_of<S> << " -> " << xdev::dtype_of<D> << ", element " << i << " (bits " << bits_of(src[i]) << ")";
+  EXPECT_TRUE(same_bytes(converted<S, D>(src, par), got));  // the typed overload: the same
+}
+
+template <class S, class... Ds>
+void check_convert_by_dtype_from(const Parallel& par, ::testing::Types<Ds...>) {
+  (check_convert_by_dtype<S, Ds>(par), ...);
+}
+
+template <class... Ss>
+void check_convert_by_dtype_all(const Parallel& par, ::testing::Types<Ss...> types) {
+  (check_convert_by_dtype_from<Ss>(par, types), ...);
+}
+
+TEST(HostConvert, EveryPairByRunTimeDTypeMatchesElementByElementConversion) {
+  Pool pool(3);
+  check_convert_by_dtype_all(pool.par, ElementTypes{});
+}
+
+TEST(HostConvert, ByRunTimeDTypeSameDTypeInPlaceIsANoOpAndAnUnknownDTypeThrows) {
+  Buf<float> x{1.0f, -2.0f, std::numeric_limits<float>::quiet_NaN()};
+  const Buf<float> before = x;
+  host::convert(serial, DType::f32, x.data(), DType::f32, x.data(), x.size());
+  EXPECT_TRUE(same_bytes(x, before));
+  Buf<double> out(x.size(), 7.0);
+  EXPECT_THROW(host::convert(serial, static_cast<DType>(8), x.data(), DType::f64, out.data(), x.size()), xdev::error);
+  EXPECT_THROW(host::convert(serial, DType::f32, x.data(), static_cast<DType>(200), out.data(), x.size()), xdev::error);
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](double v) { return v == 7.0; }));
+  EXPECT_NO_THROW(host::convert(serial, DType::f16, nullptr, DType::i64, nullptr, 0));
+}
+
 // ---------------------------------------------------------------------------------------------
 // rng
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/dtype.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/ops/host_kernels.hpp>
@@ -180,8 +181,7 @@ class Host {
   }
   template <class S, class D>
   void convert(std::size_t, const ops::ConvertArgs<S, D, memory_handle>& a, Completion done) {
-    run([a, p = parallel()] { ops::host::convert(p, static_cast<const S*>(a.src), static_cast<D*>(a.dst), a.n); },
-        std::move(done));
+    convert_dtypes(dtype_of<S>, a.src, dtype_of<D>, a.dst, a.n, std::move(done));
   }
   /// Runs a user kernel over [0, n) split across the worker pool (`LaunchableBackend`).
   void launch(std::size_t, ops::LaunchArgs a, Completion done) {
@@ -202,6 +202,11 @@ class Host {
   }
 
   [[nodiscard]] ops::host::Parallel parallel() const noexcept { return {pool_.get(), threads_}; }
+
+  // Every `convert` member: one function for all pairs of dtypes.
+  void convert_dtypes(DType s, const void* src, DType d, void* dst, std::size_t n, Completion done) {
+    run([=, p = parallel()] { ops::host::convert(p, s, src, d, dst, n); }, std::move(done));
+  }
 
   static std::size_t resolve_threads(std::optional<std::size_t> requested) {
     if (!requested) return std::max<std::size_t>(2, std::thread::hardware_concurrency());

@@ -116,6 +116,29 @@ struct ForState {
 // Most chunks per worker: enough for dynamic load balancing, few enough that chunks stay large.
 inline constexpr std::size_t chunks_per_worker = 4;
 
+// The pool part of `parallel_for`, not a template (so the pool's handler machinery is instantiated
+// once, not once per body): runs `chunks` (>= 2) chunks of [0, n) by `call(body, begin, end)` on
+// the calling thread and up to `workers - 1` helpers posted to `pool`.
+inline void run_chunks(boost::asio::thread_pool& pool, std::size_t workers, std::size_t n, std::uint32_t chunks,
+                       void* body, void (*call)(void*, std::size_t, std::size_t)) {
+  auto state = std::make_shared<ForState>();
+  state->n = n;
+  state->chunks = chunks;
+  state->body = body;
+  state->call = call;
+  const std::size_t helpers = std::min<std::size_t>(workers - 1, chunks - 1);
+  for (std::size_t h = 0; h < helpers; ++h) {
+    try {
+      boost::asio::post(pool, [state] { state->work(); });
+    } catch (...) {  // could not post (out of memory): the threads already asked, and this one, do it all
+      break;
+    }
+  }
+  state->work();
+  state->wait();
+  if (state->error) std::rethrow_exception(state->error);
+}
+
 }  // namespace detail
 
 /// Runs `f(begin, end)` on disjoint chunks covering [0, n), each of at least `grain` items (a
@@ -146,22 +169,8 @@ void parallel_for(const Parallel& par, std::size_t n, std::size_t grain, F&& f) 
     return;
   }
   using Fn = std::remove_reference_t<F>;
-  auto state = std::make_shared<detail::ForState>();
-  state->n = n;
-  state->chunks = chunks;
-  state->body = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
-  state->call = [](void* body, std::size_t b, std::size_t e) { (*static_cast<Fn*>(body))(b, e); };
-  const std::size_t helpers = std::min<std::size_t>(workers - 1, chunks - 1);
-  for (std::size_t h = 0; h < helpers; ++h) {
-    try {
-      boost::asio::post(*par.pool, [state] { state->work(); });
-    } catch (...) {  // could not post (out of memory): the threads already asked, and this one, do it all
-      break;
-    }
-  }
-  state->work();
-  state->wait();
-  if (state->error) std::rethrow_exception(state->error);
+  detail::run_chunks(*par.pool, workers, n, chunks, const_cast<void*>(static_cast<const void*>(std::addressof(f))),
+                     [](void* body, std::size_t b, std::size_t e) { (*static_cast<Fn*>(body))(b, e); });
 }
 
 namespace detail {
@@ -1338,6 +1347,56 @@ D convert_one(S x) noexcept {
   }
 }
 
+// `dst[i] = convert_one<D>(src[i])` for i < n: one piece of `convert` between different dtypes.
+template <class S, class D>
+void convert_piece(const void* src, void* dst, std::size_t n) noexcept {
+  const S* s = static_cast<const S*>(src);
+  D* d = static_cast<D*>(dst);
+  for (std::size_t i = 0; i < n; ++i) d[i] = convert_one<D>(s[i]);
+}
+
+using ConvertPiece = void (*)(const void*, void*, std::size_t) noexcept;
+
+// Calls `f(std::type_identity<T>{})` for the element type of `t` (one of the 8 dtypes).
+template <class F>
+decltype(auto) with_element_type(DType t, F&& f) {
+  switch (t) {
+    case DType::bool_:
+      return f(std::type_identity<bool>{});
+    case DType::u8:
+      return f(std::type_identity<std::uint8_t>{});
+    case DType::i32:
+      return f(std::type_identity<std::int32_t>{});
+    case DType::i64:
+      return f(std::type_identity<std::int64_t>{});
+    case DType::f16:
+      return f(std::type_identity<f16>{});
+    case DType::bf16:
+      return f(std::type_identity<bf16>{});
+    case DType::f32:
+      return f(std::type_identity<float>{});
+    case DType::f64:
+      break;
+  }
+  return f(std::type_identity<double>{});
+}
+
+// The piece converting `s` to `d`, two different dtypes.
+inline ConvertPiece convert_piece_for(DType s, DType d) noexcept {
+  return with_element_type(s, [d]<class S>(std::type_identity<S>) {
+    return with_element_type(d, []<class D>(std::type_identity<D>) -> ConvertPiece {
+      if constexpr (std::is_same_v<S, D>)
+        return nullptr;  // not asked: the same dtype is a copy
+      else
+        return &convert_piece<S, D>;
+    });
+  });
+}
+
+inline bool is_dtype(DType t) noexcept {
+  return static_cast<unsigned>(t) <= static_cast<unsigned>(DType::f64);
+}
+
 }  // namespace detail
 
 /// `dst[i] = D(src[i])` for i < n, for every pair of bool, uint8_t, int32_t, int64_t, f16, bf16,
@@ -1352,17 +1411,33 @@ D convert_one(S x) noexcept {
 /// - integer to integer: modulo 2^bits (two's complement), as C++ does;
 /// - to bool: `x != 0` (NaN is true); from bool: 0 or 1.
 /// `src` and `dst` must not overlap (unless S and D are the same type and src == dst).
+/// This overload takes the dtypes at run time (`src` holds `n` elements of `s`, `dst` of `d`): one
+/// function for every pair, which the typed overload below and the erased dispatch (`AnyDevice`,
+/// the CPU fallback, the host backend) share.
+/// \throws xdev::error `errc::invalid_argument` when `s` or `d` is not a dtype.
+inline void convert(const Parallel& par, DType s, const void* src, DType d, void* dst, std::size_t n) {
+  if (!detail::is_dtype(s) || !detail::is_dtype(d))
+    throw error(errc::invalid_argument, "convert: dtype value " +
+                                            std::to_string(static_cast<unsigned>(detail::is_dtype(s) ? d : s)) +
+                                            " is not a dtype");
+  const std::size_t ss = size_of(s), ds = size_of(d);
+  if (s == d) {
+    if (src == dst) return;
+    parallel_for(par, n, detail::elementwise_grain, [=](std::size_t b, std::size_t e) {
+      std::memcpy(static_cast<std::byte*>(dst) + b * ss, static_cast<const std::byte*>(src) + b * ss, (e - b) * ss);
+    });
+    return;
+  }
+  const detail::ConvertPiece piece = detail::convert_piece_for(s, d);
+  parallel_for(par, n, detail::elementwise_grain, [=](std::size_t b, std::size_t e) {
+    piece(static_cast<const std::byte*>(src) + b * ss, static_cast<std::byte*>(dst) + b * ds, e - b);
+  });
+}
+
+/// `convert` between element types known at compile time (it runs the overload above).
 template <HasDType S, HasDType D>
 void convert(const Parallel& par, const S* src, D* dst, std::size_t n) {
-  if constexpr (std::is_same_v<S, D>) {
-    if (src == dst) return;
-    parallel_for(par, n, detail::elementwise_grain,
-                 [=](std::size_t b, std::size_t e) { std::memcpy(dst + b, src + b, (e - b) * sizeof(S)); });
-  } else {
-    parallel_for(par, n, detail::elementwise_grain, [=](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) dst[i] = detail::convert_one<D>(src[i]);
-    });
-  }
+  convert(par, dtype_of<S>, src, dtype_of<D>, dst, n);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -381,6 +381,18 @@ void launch_op(const Device<B>& dev, const RngArgs<T, typename B::memory_handle>
   }
 }
 
+// The CPU fallback of `convert`, for every pair of dtypes at once (run time `s`, `d`).
+template <class B>
+void run_convert_fallback(B& backend, std::size_t device, DType s, typename B::memory_handle src, DType d,
+                          typename B::memory_handle dst, std::size_t n, Completion done) {
+  using H = typename B::memory_handle;
+  run_fallback<B>(
+      "convert", backend, device,
+      {Staged<H>{src, n * size_of(s), true, false}, Staged<H>{dst, n * size_of(d), false, true}},
+      [s, d, n](std::vector<std::byte*>& p) { host::convert(fallback_parallel(), s, p[0], d, p[1], n); },
+      std::move(done));
+}
+
 /// Runs `convert` on `dev`.
 template <class B, class S, class D>
 void launch_op(const Device<B>& dev, const ConvertArgs<S, D, typename B::memory_handle>& args, Completion done) {
@@ -390,15 +402,9 @@ void launch_op(const Device<B>& dev, const ConvertArgs<S, D, typename B::memory_
   if constexpr (member) {
     if (runs_natively(dev.backend(), args)) return dev.backend().convert(dev.ordinal(), args, std::move(done));
   }
-  if constexpr (!member || may_refuse<B>) {
-    run_fallback<B>(
-        "convert", dev.backend(), dev.ordinal(),
-        {staged<S>(args.src, args.n, true, false), staged<D>(args.dst, args.n, false, true)},
-        [args](std::vector<std::byte*>& p) {
-          host::convert(fallback_parallel(), reinterpret_cast<const S*>(p[0]), reinterpret_cast<D*>(p[1]), args.n);
-        },
-        std::move(done));
-  }
+  if constexpr (!member || may_refuse<B>)
+    run_convert_fallback(dev.backend(), dev.ordinal(), dtype_of<S>, args.src, dtype_of<D>, args.dst, args.n,
+                         std::move(done));
 }
 
 // Submits an op without a result on `s`: `launch_op(device, args)` once it reaches the device.
