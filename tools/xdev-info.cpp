@@ -1,6 +1,7 @@
 // xdev-info: what xdev sees on this machine — the plugin search path, every candidate plugin file
-// and why it was loaded or skipped, each backend with its devices, capabilities and memory, and
-// which backend a program would use by default.
+// and why it was loaded or skipped, each backend with its devices (and what each device is, when
+// the backend describes it), capabilities and memory, and which backend a program would use by
+// default.
 //
 //   xdev-info                    everything; exit status 0 unless XDEV_DEVICE names a backend
 //                                that cannot be used
@@ -92,6 +93,15 @@ int main(int argc, char** argv) {
         std::cout << "      " << d.name() << ": max_inflight " << d.max_inflight() << ", memory in use "
                   << bytes(m.bytes_in_use) << ", reserved " << bytes(m.bytes_reserved) << ", limit "
                   << (m.limit ? bytes(*m.limit) : std::string("none")) << '\n';
+        // What the device is (the backend's device_description, a plugin's describe_device), on
+        // its own line; nothing when the backend gives none.
+        std::string description;
+        try {
+          description = d.description();
+        } catch (const std::exception& e) {
+          description = std::string("(no description: ") + e.what() + ")";
+        }
+        if (!description.empty()) std::cout << "        " << description << '\n';
       }
     }
   } catch (const std::exception& e) {

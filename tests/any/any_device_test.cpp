@@ -117,6 +117,8 @@ TEST_F(AnyDeviceTest, PrintsItsNameAndTypeName) {
   EXPECT_EQ(os.str(), "HOST:2");
   EXPECT_EQ(a.name(), rt.device(2).name());
   EXPECT_EQ(a.type_name(), "HOST");
+  EXPECT_EQ(a.description(), "host memory, 2 worker threads shared by 3 devices") << "Host::device_description";
+  EXPECT_EQ(a.description(), rt.device(2).description());
 }
 
 TEST_F(AnyDeviceTest, AnEmptyHandleNamesNoDeviceAndRefusesWork) {
@@ -129,6 +131,7 @@ TEST_F(AnyDeviceTest, AnEmptyHandleNamesNoDeviceAndRefusesWork) {
   std::ostringstream os;
   os << none;
   EXPECT_EQ(os.str(), "(no device)");
+  EXPECT_EQ(none.description(), "");
   expect_error(xdev::errc::invalid_argument, [&] { none.synchronize(); }, {"empty"});
   expect_error(xdev::errc::invalid_argument, [&] { (void)none.allocate<float>(4); }, {"empty"});
 }
@@ -340,6 +343,8 @@ TEST_F(AnyDeviceTest, OpsOnTheHostBackendRunItsMembersWithoutFallback) {
 TEST(AnyDeviceOps, ABackendWithoutOpMembersFallsBackThroughTheErasedPath) {
   xdev::Runtime<ManualBackend> rt({}, 1, ManualBackend::Mode::inline_completion);
   const AnyDevice a = rt.device(0);
+  static_assert(!xdev::concepts::DescribesDevices<ManualBackend>);
+  EXPECT_EQ(a.description(), "") << "no device_description hook";
   auto x = xdev::empty<std::int64_t>(a, {5});
   const auto before = xdev::metrics::value("fallback.fill");
   xdev::ops::fill(a, x, std::int64_t{-3}).get();
@@ -396,6 +401,11 @@ class Described : public ManualBackend {
 
   std::string_view runtime_name() const noexcept { return config_.name; }
   xdev::CapabilitySet runtime_capabilities() const noexcept { return config_.capabilities; }
+  // Returns something convertible to std::string (not std::string itself); device 1 cannot say.
+  const char* device_description(std::size_t device) const {
+    if (device == 1) throw xdev::error(xdev::errc::unavailable, config_.name + ":1 is asleep");
+    return "a described device";
+  }
   bool implements(xdev::ops::OpKind op, xdev::DType t, xdev::DType) const noexcept {
     return !(op == config_.refused_op && t == config_.refused_dtype);
   }
@@ -414,7 +424,8 @@ class Described : public ManualBackend {
 };
 
 static_assert(xdev::check_backend<Described>() && xdev::concepts::HasRuntimeName<Described> &&
-              xdev::concepts::HasRuntimeCapabilities<Described> && xdev::concepts::DeclaresOps<Described>);
+              xdev::concepts::HasRuntimeCapabilities<Described> && xdev::concepts::DeclaresOps<Described> &&
+              xdev::concepts::DescribesDevices<Described>);
 
 xdev::CapabilitySet described_capabilities() {
   xdev::CapabilitySet c;
@@ -442,6 +453,12 @@ TEST_F(DescribedTest, ItsRunTimeNameNamesItsDevices) {
   EXPECT_EQ(a.name(), "RTNAME:1");
   EXPECT_EQ(a.type_name(), "RTNAME");
   expect_error(xdev::errc::not_found, [&] { (void)rt.device(5); }, {"RTNAME:5 does not exist; RTNAME has 2"});
+}
+
+TEST_F(DescribedTest, ItsDeviceDescriptionDescribesItsDevices) {
+  EXPECT_EQ(rt.device(0).description(), "a described device");
+  EXPECT_EQ(AnyDevice(rt.device(0)).description(), "a described device");
+  expect_error(xdev::errc::unavailable, [&] { (void)AnyDevice(rt.device(1)).description(); }, {"RTNAME:1 is asleep"});
 }
 
 TEST_F(DescribedTest, ItsRunTimeCapabilitiesAreInForce) {

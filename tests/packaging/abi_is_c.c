@@ -8,6 +8,14 @@ static xdev_status initialize(const xdev_host_info* host, xdev_error* err) {
   return XDEV_OK;
 }
 
+static xdev_status describe_device(void* backend, uint64_t device, const char** out, xdev_error* err) {
+  (void)backend;
+  (void)device;
+  (void)err;
+  *out = "a device described in C";
+  return XDEV_OK;
+}
+
 const xdev_plugin_api* xdev_abi_c_check_table(void);
 
 const xdev_plugin_api* xdev_abi_c_check_table(void) {
@@ -17,5 +25,6 @@ const xdev_plugin_api* xdev_abi_c_check_table(void) {
   api.abi_minor = XDEV_ABI_MINOR;
   api.name = "CPLUGIN";
   api.initialize = &initialize;
+  api.describe_device = &describe_device; /* ABI 1.3 */
   return &api;
 }

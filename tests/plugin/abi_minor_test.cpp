@@ -117,8 +117,10 @@ void expect_all_native(const Ran& r) {
 TEST(AbiMinor, APluginOfAbi11GetsMinimumAndMaximumThroughTheFallback) {
   const auto lib = plugin::load(fixture_plugin("binary", "binary11"));
   ASSERT_EQ(lib->abi_minor(), 1u);
+  EXPECT_EQ(lib->api().struct_size, plugin::detail::table_size_v1_1) << "a table of the 1.1 header's size";
   xdev::Runtime<plugin::PluginBackend> rt({}, &lib->api(), lib);
   EXPECT_EQ(rt.backend().abi_minor(), 1u);
+  EXPECT_EQ(rt.device(0).description(), "") << "a 1.1 table has no describe_device";
   EXPECT_TRUE(rt.backend().implements_binary(BinaryOp::add));
   EXPECT_TRUE(rt.backend().implements_binary(BinaryOp::mul));
   EXPECT_FALSE(rt.backend().implements_binary(BinaryOp::min));
@@ -161,6 +163,8 @@ TEST(AbiMinor, AnyDevicesOfBothPluginsTakeTheSamePaths) {
   ASSERT_FALSE(new_devices.empty());
   expect_min_max_through_the_fallback(run_binary_ops(old_devices[1], "binary11"));
   expect_all_native(run_binary_ops(new_devices[1], "binary12"));
+  EXPECT_EQ(old_devices[1].description(), "");
+  EXPECT_EQ(new_devices[1].description(), "") << "a 1.2 table ends before describe_device";
 }
 
 }  // namespace

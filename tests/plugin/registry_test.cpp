@@ -62,6 +62,7 @@ TEST(Registry, HostIsAlwaysThereAndMatchesTheTypedBackend) {
   const auto devs = reg.devices("HOST");
   ASSERT_EQ(devs.size(), infos[0].device_count);
   EXPECT_EQ(devs[0].name(), "HOST:0");
+  EXPECT_THAT(devs[0].description(), ::testing::StartsWith("host memory, ")) << "the host backend describes itself";
 }
 
 TEST(Registry, ListsPluginsWithTheirLibraryAndCreatesEachClientOnce) {
@@ -77,6 +78,7 @@ TEST(Registry, ListsPluginsWithTheirLibraryAndCreatesEachClientOnce) {
   const auto b = reg.devices("good");  // names match ignoring case
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[1].name(), "GOOD:1");
+  EXPECT_EQ(a[1].description(), "fixture device 1 of 2 (malloc'ed host memory)") << "the plugin's describe_device";
   EXPECT_EQ(a, b) << "one client per backend: the same devices every time";
 }
 
@@ -109,7 +111,7 @@ TEST(Registry, MissingPluginNamesTheCandidatesThatFailedToLoad) {
   xdev::Registry reg{dirs({fixture_dir("mixed")})};
   const auto e = error_of([&] { (void)reg.devices("UNRESOLVED"); });
   EXPECT_EQ(e.code(), xdev::errc::not_found);
-  EXPECT_THAT(e.what(), HasSubstr("available: HOST, ALPHA, MINOR3"));
+  EXPECT_THAT(e.what(), HasSubstr("available: HOST, ALPHA, MINOR4"));
   EXPECT_THAT(e.what(), HasSubstr("not loaded: " + xdev_test::fixture_plugin("mixed", "unresolved").string()));
 }
 

@@ -1,14 +1,23 @@
 // xdev::plugin::check_table (<xdev/plugin/plugin_backend.hpp>): the ABI rules a plugin table must
-// pass before anything but its entry runs, on altered copies of REF's table.
+// pass before anything but its entry runs, on altered copies of REF's table; and how the host reads
+// `describe_device` (ABI 1.3) from tables of each size.
 #include <xdev/plugin/abi.h>
+#include <xdev/any/any_device.hpp>
+#include <xdev/device/runtime.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 
 #include "plugin_abi_support.hpp"
@@ -43,10 +52,15 @@ TEST_F(CheckTable, ANullTableIsRejected) {
 }
 
 TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted) {
+  static_assert(xdev::plugin::detail::table_size_v1_1 == offsetof(xdev_plugin_api, describe_device) &&
+                    xdev::plugin::detail::table_size_v1_1 < sizeof(xdev_plugin_api),
+                "a 1.1 or 1.2 table ends before describe_device, which 1.3 appended");
   t.struct_size = 200;
-  expect_rejected(
-      &t, xdev::errc::incompatible_abi,
-      {"xdev_plugin_api", "expected at least " + std::to_string(sizeof(xdev_plugin_api)) + " bytes, got 200"});
+  expect_rejected(&t, xdev::errc::incompatible_abi,
+                  {"xdev_plugin_api of ABI 1." + std::to_string(XDEV_ABI_MINOR),
+                   "expected at least " + std::to_string(xdev::plugin::detail::table_size_v1_1) + " bytes, got 200"});
+  t.struct_size = xdev::plugin::detail::table_size_v1_1 - 1;
+  expect_rejected(&t, xdev::errc::incompatible_abi, {"got " + std::to_string(t.struct_size)});
   t.struct_size = 8;  // not even the versions
   expect_rejected(&t, xdev::errc::incompatible_abi, {"got 8"});
 
@@ -60,10 +74,15 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 2, "ABI 1.1 (before binary min/max) is still accepted");
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 3,
+                "ABI 1.1 (before binary min/max) and 1.2 (before describe_device) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
+    t.struct_size = sizeof(xdev_plugin_api);
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor;
+    if (minor >= xdev::plugin::describe_device_minor) continue;
+    t.struct_size = xdev::plugin::detail::table_size_v1_1;  // the size of that minor's header
+    EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor << " of its own size";
   }
 }
 
@@ -100,6 +119,135 @@ TEST_F(CheckTable, ANullRequiredEntryIsRejectedNamingIt) {
   t.op_dtypes = nullptr;
   t.fill = nullptr;
   EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x"));
+}
+
+// ---- describe_device: read only from a 1.3 (or newer) table whose struct_size covers it ----------
+
+using xdev::plugin::PluginBackend;
+
+std::atomic<int> trap_calls{0};
+
+// Stands in for a field the host must not read: counts the calls it should never get.
+xdev_status describe_trap(void*, std::uint64_t, const char** out, xdev_error*) {
+  ++trap_calls;
+  *out = "read past what the table's minor or struct_size allows";
+  return XDEV_OK;
+}
+
+xdev_status describe_text(void*, std::uint64_t device, const char** out, xdev_error*) {
+  static const char* const texts[] = {"test device 0, of a hand-filled 1.3 table", "test device 1, likewise"};
+  *out = texts[device];
+  return XDEV_OK;
+}
+
+xdev_status describe_null(void*, std::uint64_t, const char** out, xdev_error*) {
+  *out = nullptr;
+  return XDEV_OK;
+}
+
+xdev_status describe_fails(void*, std::uint64_t, const char**, xdev_error* err) {
+  err->set(err->context, XDEV_ERR_UNAVAILABLE, "the board is asleep");
+  return XDEV_ERR_UNAVAILABLE;
+}
+
+// A copy of the first `size` bytes of `table` that ends where an inaccessible page begins: reading
+// any byte past `size` faults.
+class GuardedTable {
+ public:
+  GuardedTable(const xdev_plugin_api& table, std::size_t size)
+      : page_(static_cast<std::size_t>(::sysconf(_SC_PAGESIZE))) {
+    mem_ = ::mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem_ == MAP_FAILED) throw std::runtime_error("mmap failed");
+    if (::mprotect(static_cast<char*>(mem_) + page_, page_, PROT_NONE) != 0)
+      throw std::runtime_error("mprotect failed");
+    start_ = static_cast<char*>(mem_) + page_ - size;
+    std::memcpy(start_, &table, size);
+  }
+  GuardedTable(const GuardedTable&) = delete;
+  GuardedTable& operator=(const GuardedTable&) = delete;
+  ~GuardedTable() { ::munmap(mem_, 2 * page_); }
+  [[nodiscard]] const xdev_plugin_api* api() const noexcept { return reinterpret_cast<const xdev_plugin_api*>(start_); }
+
+ private:
+  std::size_t page_;
+  void* mem_ = nullptr;
+  char* start_ = nullptr;
+};
+
+template <class F>
+void expect_error(xdev::errc code, F&& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no exception was thrown";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_THAT(e.what(), HasSubstr(part));
+  }
+}
+
+class DescribeDevice : public ::testing::Test {
+ protected:
+  void SetUp() override { trap_calls = 0; }
+  plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  xdev_plugin_api t = *ref.api;
+};
+
+TEST_F(DescribeDevice, ATableOfV12SizeIsAcceptedAndItsDevicesHaveNoDescription) {
+  static_assert(xdev::plugin::detail::table_size_v1_1 % alignof(xdev_plugin_api) == 0);
+  for (std::uint32_t minor : {2u, 3u}) {  // 3: a table claiming 1.3 that ends before the field
+    xdev_plugin_api header = t;
+    header.abi_minor = minor;
+    header.struct_size = xdev::plugin::detail::table_size_v1_1;
+    const GuardedTable table(header, xdev::plugin::detail::table_size_v1_1);
+    EXPECT_NO_THROW(xdev::plugin::check_table(table.api(), "1.2-sized")) << "ABI 1." << minor;
+    {
+      const PluginBackend b(table.api(), ref.library);
+      EXPECT_EQ(b.device_description(0), "") << "ABI 1." << minor;
+    }
+    xdev::Runtime<PluginBackend> rt({}, table.api(), ref.library);
+    EXPECT_EQ(xdev::AnyDevice(rt.device(1)).description(), "") << "ABI 1." << minor;
+    EXPECT_EQ(rt.device(0).description(), "") << "ABI 1." << minor;
+  }
+}
+
+TEST_F(DescribeDevice, ATableOfAnOlderMinorIsNotReadForItEvenWhenLargeEnough) {
+  t.abi_minor = 2;  // the full size, and an entry: still a 1.2 table
+  t.describe_device = &describe_trap;
+  const PluginBackend b(&t, ref.library);
+  EXPECT_EQ(b.device_description(0), "");
+  EXPECT_EQ(trap_calls, 0);
+}
+
+TEST_F(DescribeDevice, ATableOfV13GivesTheTextOfItsEntry) {
+  ASSERT_EQ(t.abi_minor, 3u);
+  EXPECT_EQ(t.describe_device, nullptr) << "REF has no device_description";
+  {
+    const PluginBackend b(&t, ref.library);
+    EXPECT_EQ(b.device_description(1), "") << "a null entry: no description";
+  }
+  t.describe_device = &describe_text;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  EXPECT_EQ(rt.backend().device_description(0), "test device 0, of a hand-filled 1.3 table");
+  EXPECT_EQ(rt.device(1).description(), "test device 1, likewise");
+  EXPECT_EQ(xdev::AnyDevice(rt.device(1)).description(), "test device 1, likewise");
+  expect_error(
+      xdev::errc::invalid_argument, [&] { (void)rt.backend().device_description(2); },
+      "REF: describe_device: device 2 is out of range [0, 2)");
+
+  t.describe_device = &describe_null;
+  const PluginBackend null_text(&t, ref.library);
+  EXPECT_EQ(null_text.device_description(0), "") << "a null text: no description";
+}
+
+TEST_F(DescribeDevice, APluginErrorIsAnXdevError) {
+  t.describe_device = &describe_fails;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  expect_error(
+      xdev::errc::unavailable, [&] { (void)rt.backend().device_description(0); },
+      "REF: describe_device: the board is asleep");
+  expect_error(
+      xdev::errc::unavailable, [&] { (void)xdev::AnyDevice(rt.device(1)).description(); },
+      "REF: describe_device: the board is asleep");
 }
 
 }  // namespace

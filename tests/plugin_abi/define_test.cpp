@@ -1,7 +1,11 @@
 // XDEV_DEFINE_PLUGIN (<xdev/plugin/define.hpp>), from the host's side of the C boundary: the
 // generated tables of REF and ABITEST called directly, as a host written in C would.
 #include <xdev/plugin/abi.h>
+#include <xdev/any/any_device.hpp>
+#include <xdev/backend/concepts.hpp>
+#include <xdev/device/runtime.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
+#include <xdev/plugin/plugin_backend.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,10 +17,12 @@
 #include <initializer_list>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "plugin_abi_support.hpp"
 #include "ref_backend.hpp"
+#include "test_plugin/abi_test_backend.hpp"
 
 namespace {
 
@@ -113,6 +119,71 @@ TEST(DefinePlugin, TheTableDescribesTheBackend) {
   EXPECT_STREQ(abi.api->name, "ABITEST");
   EXPECT_STREQ(abi.api->version, "9.9.9");  // the macro's options
   EXPECT_STREQ(abi.api->platform, "the plugin ABI tests");
+}
+
+// `describe_device` (ABI 1.3) is in the table when the backend has `device_description`: ABITEST
+// has it, REF does not.
+TEST(DefinePlugin, DescribeDeviceIsInTheTableWhenTheBackendDescribesItsDevices) {
+  static_assert(xdev::concepts::DescribesDevices<abi_test::Backend>);
+  static_assert(!xdev::concepts::DescribesDevices<xdev_ref::Ref>);
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  ASSERT_NE(abi.api->describe_device, nullptr);
+  {
+    Client c(abi.api);
+    Errors err;
+    const char* first = nullptr;
+    ASSERT_EQ(abi.api->describe_device(c.backend, 0, &first, &err.c), XDEV_OK) << err.message;
+    ASSERT_NE(first, nullptr);
+    EXPECT_STREQ(first, "ABITEST device 0: 4-byte handles, 0 blocks allocated");
+    const char* again = nullptr;
+    ASSERT_EQ(abi.api->describe_device(c.backend, 0, &again, &err.c), XDEV_OK) << err.message;
+    EXPECT_EQ(again, first) << "the same text is the same string, kept by the client";
+
+    xdev_memory x = 0;
+    ASSERT_EQ(abi.api->allocate(c.backend, 0, 8, &x, &err.c), XDEV_OK) << err.message;
+    const char* changed = nullptr;
+    ASSERT_EQ(abi.api->describe_device(c.backend, 0, &changed, &err.c), XDEV_OK) << err.message;
+    EXPECT_STREQ(changed, "ABITEST device 0: 4-byte handles, 1 blocks allocated") << "the backend is asked each time";
+    EXPECT_STREQ(first, "ABITEST device 0: 4-byte handles, 0 blocks allocated")
+        << "a text handed out stays valid while the backend lives";
+    abi.api->deallocate(c.backend, 0, x, 8);
+
+    Errors bad;
+    const char* none = nullptr;
+    EXPECT_EQ(abi.api->describe_device(c.backend, 1, &none, &bad.c), XDEV_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(bad.message, "describe_device: device 1 is out of range [0, 1)");
+    EXPECT_EQ(none, nullptr);
+    EXPECT_EQ(abi.api->describe_device(c.backend, 0, nullptr, &bad.c), XDEV_ERR_INVALID_ARGUMENT);
+
+    // Concurrent callers (thread-safe: each gets a valid text).
+    std::vector<std::thread> threads;
+    std::vector<int> good(4, 0);
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 200; ++i) {
+          Errors e;
+          const char* text = nullptr;
+          if (abi.api->describe_device(c.backend, 0, &text, &e.c) == XDEV_OK && text != nullptr &&
+              std::string(text).rfind("ABITEST device 0: ", 0) == 0)
+            ++good[static_cast<std::size_t>(t)];
+        }
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(good, std::vector<int>(4, 200));
+  }
+
+  // Through the host: PluginBackend and an AnyDevice show the text.
+  xdev::Runtime<xdev::plugin::PluginBackend> rt({}, abi.api, abi.library);
+  EXPECT_EQ(rt.backend().device_description(0), "ABITEST device 0: 4-byte handles, 0 blocks allocated");
+  EXPECT_EQ(xdev::AnyDevice(rt.device(0)).description(), "ABITEST device 0: 4-byte handles, 0 blocks allocated");
+  EXPECT_EQ(rt.device(0).description(), rt.backend().device_description(0));
+
+  // REF has no `device_description`: a null entry, and its devices have no description.
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  EXPECT_EQ(ref.api->describe_device, nullptr);
+  xdev::Runtime<xdev::plugin::PluginBackend> ref_rt({}, ref.api, ref.library);
+  EXPECT_EQ(ref_rt.backend().device_description(1), "");
+  EXPECT_EQ(xdev::AnyDevice(ref_rt.device(1)).description(), "");
 }
 
 TEST(DefinePlugin, OpEntriesAndOpDtypesFollowTheBackendsMembers) {

@@ -110,6 +110,11 @@ class AnyDevice {
     return valid() ? std::string_view(model_->identity.type_name) : std::string_view();
   }
   [[nodiscard]] std::size_t ordinal() const noexcept { return valid() ? model_->identity.ordinal : 0; }
+  /// What the device is, for people (`Device<B>::description()`): the backend's
+  /// `device_description(ordinal())` when it has that hook (a plugin's `describe_device`; the host
+  /// backend's "host memory, 8 worker threads"), else ""; "" when `!valid()`. Asked each time.
+  /// \throws xdev::error what the backend's hook throws (a plugin's error: "REF: describe_device: ...").
+  [[nodiscard]] std::string description() const { return valid() ? model_->description() : std::string(); }
   /// The capabilities in force (the backend's run-time set; defaults when `!valid()`).
   [[nodiscard]] CapabilitySet capability_set() const noexcept {
     return valid() ? model_->identity.capabilities : CapabilitySet{};

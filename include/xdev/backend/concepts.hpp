@@ -36,6 +36,15 @@
 /// `implements` is asked before an op member runs: false sends that call through the CPU fallback
 /// (counted in `fallback.<op>`) although the member exists. `t2` is the index dtype for `gather`,
 /// the destination dtype for `convert`, and `t` for every other op.
+///
+/// And one hook that stands for nothing static, only for people:
+///
+///     std::string device_description(std::size_t device) const;  // DescribesDevices
+///
+/// says what a device is ("host memory, 8 worker threads"; a plugin's "PoCL 3.1 / pthread (CPU),
+/// 2 compute units, ..."): `Device<B>::description()` and `AnyDevice::description()` return it
+/// ("" without the hook), xdev-info prints it, and a plugin's table exports it (`describe_device`,
+/// plugin ABI 1.3). It may throw `xdev::error`.
 #pragma once
 
 #include <xdev/backend/completion.hpp>
@@ -44,6 +53,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -154,6 +164,14 @@ concept DeclaresOps = requires(const B& b, ops::OpKind op, DType t) {
   { b.implements(op, t, t) } noexcept -> std::convertible_to<bool>;
 };
 
+/// Optional: `b.device_description(device)` says what device `device` is, for people (free-form
+/// text, "" for none): what `Device<B>::description()`, `AnyDevice::description()` and xdev-info
+/// show, and what a plugin's `describe_device` entry exports.
+template <class B>
+concept DescribesDevices = requires(const B& b, std::size_t device) {
+  { b.device_description(device) } -> std::convertible_to<std::string>;
+};
+
 // clang-format on
 
 }  // namespace xdev::concepts
@@ -198,6 +216,16 @@ template <class B>
     return b.runtime_capabilities();
   else
     return B::capabilities::set;
+}
+
+/// What device `device` of backend `b` is: `b.device_description(device)` when it has that hook,
+/// else "".
+template <class B>
+[[nodiscard]] std::string backend_description(const B& b, std::size_t device) {
+  if constexpr (concepts::DescribesDevices<B>)
+    return std::string(b.device_description(device));
+  else
+    return std::string();
 }
 }  // namespace detail
 

@@ -68,6 +68,13 @@ class Host {
   /// "HOST", or `Options::name`.
   [[nodiscard]] std::string_view runtime_name() const noexcept { return name_; }
   [[nodiscard]] std::size_t thread_count() const noexcept { return threads_; }
+  /// What a host device is (`concepts::DescribesDevices`): "host memory, 8 worker threads", plus
+  /// " shared by N devices" when there are several (they share one pool).
+  [[nodiscard]] std::string device_description(std::size_t) const {
+    std::string d = "host memory, " + std::to_string(threads_) + (threads_ == 1 ? " worker thread" : " worker threads");
+    if (devices_ > 1) d += " shared by " + std::to_string(devices_) + " devices";
+    return d;
+  }
   /// The worker pool (for ops that split work across it).
   [[nodiscard]] boost::asio::thread_pool& pool() noexcept { return *pool_; }
 

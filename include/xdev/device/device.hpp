@@ -61,6 +61,11 @@ class Device {
   [[nodiscard]] std::string name() const {
     return std::string(detail::backend_name(backend())) + ':' + std::to_string(ordinal_);
   }
+  /// What the device is, for people: the backend's `device_description(ordinal())` when it has
+  /// that hook (`concepts::DescribesDevices`), else "". Free-form text, e.g. "host memory, 8 worker
+  /// threads".
+  /// \throws xdev::error what the backend's hook throws (a plugin's error, say).
+  [[nodiscard]] std::string description() const { return detail::backend_description(backend(), ordinal_); }
   [[nodiscard]] Runtime<B>& runtime() const noexcept { return *runtime_; }
   [[nodiscard]] B& backend() const noexcept { return runtime_->backend(); }
   /// False for a default-constructed (or moved-from buffer's) handle that names no device.

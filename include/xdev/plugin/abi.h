@@ -26,7 +26,8 @@
  *   `done->complete` exactly once (from any thread, possibly before returning), or returns an
  *   error and never calls it. The completion struct is only valid during the call: copy it.
  * - Optional entries (marked so) may be null: xdev then reports errc::unimplemented naming the
- *   entry, or, for an operation, runs xdev's CPU fallback.
+ *   entry, or, for an operation, runs xdev's CPU fallback; a null `describe_device` means no
+ *   description.
  * - Memory handles (`xdev_memory`) are opaque 64-bit values chosen by the plugin; 0 means none.
  */
 #ifndef XDEV_PLUGIN_ABI_H
@@ -47,8 +48,12 @@ extern "C" {
  * - 1.1 is the first stable table.
  * - 1.2 adds binary min/max (XDEV_BINARY_MIN, XDEV_BINARY_MAX); the table's layout is unchanged. A
  *   1.1 plugin is still accepted: xdev never passes it those codes, and runs min/max for it through
- *   its CPU fallback. */
-#define XDEV_ABI_MINOR 2
+ *   its CPU fallback.
+ * - 1.3 appends `describe_device` (a human-readable description of each device). Tables of 1.1 and
+ *   1.2 end before it (their `struct_size` is `offsetof(xdev_plugin_api, describe_device)`) and are
+ *   still accepted: xdev reads the entry only from a 1.3 or newer table whose `struct_size` covers
+ *   it, and describes their devices as "". */
+#define XDEV_ABI_MINOR 3
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -363,6 +368,14 @@ typedef struct xdev_plugin_api {
                      xdev_error* err);
   xdev_status (*convert)(void* backend, uint64_t device, const xdev_convert_args* args, const xdev_completion* done,
                          xdev_error* err);
+
+  /* ---- since 1.3 (read only when `abi_minor` >= 3 and `struct_size` covers the field) ---- */
+
+  /* Optional: what device `device` is, for people (xdev-info, logs): `*out` is a NUL-terminated
+   * human-readable description ("PoCL 3.1 / pthread-skylake (CPU), 2 compute units, 11.5 GiB"),
+   * owned by the plugin and valid while the backend lives. Null entry, or a null or empty `*out`:
+   * the device has no description. */
+  xdev_status (*describe_device)(void* backend, uint64_t device, const char** out, xdev_error* err);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

@@ -24,6 +24,11 @@
 /// - `create` constructs `B` from `const xdev::plugin::ClientOptions&` when `B` accepts them, else
 ///   with its default constructor; `destroy` deletes it.
 /// - `capabilities`: `b.runtime_capabilities()` when `B` has that member, else `B::capabilities::set`.
+/// - `describe_device` (ABI 1.3) is non-null when `B` has `device_description(std::size_t) const`
+///   returning something convertible to `std::string` (`xdev::concepts::DescribesDevices`): each
+///   call asks the backend (a device out of range is `errc::invalid_argument`), and the client keeps
+///   the text, so the pointer handed out stays valid while the backend object lives. Without the
+///   member the entry is null, and xdev describes the devices as "".
 /// - An operation entry is non-null when `B` has that op member for at least one dtype, and
 ///   `op_dtypes` reports exactly the dtypes (and pairs, for gather and convert) whose `ops::*Args`
 ///   its members accept, checked per dtype with a requires-expression. Constrain your op templates

@@ -171,8 +171,9 @@ class Library {
   [[nodiscard]] std::uint32_t abi_minor() const noexcept { return api_->abi_minor; }
   /// True when the table's flags contain XDEV_PLUGIN_NEVER_UNLOAD.
   [[nodiscard]] bool never_unload() const noexcept { return (api_->flags & XDEV_PLUGIN_NEVER_UNLOAD) != 0; }
-  /// The validated table. Fields past the XDEV_ABI_MINOR layout must not be read; calling its
-  /// entries follows the rules of <xdev/plugin/abi.h>.
+  /// The validated table. Fields past the XDEV_ABI_MINOR layout must not be read, nor fields past
+  /// its `struct_size` (a 1.1 or 1.2 table ends before `describe_device`); calling its entries
+  /// follows the rules of <xdev/plugin/abi.h>.
   [[nodiscard]] const xdev_plugin_api& api() const noexcept { return *api_; }
 
  private:
@@ -473,7 +474,7 @@ struct Discovery {
   /// notes:
   ///   XDEV_PLUGIN_PATH entry 2 "rel" is not an absolute path: ignored (...)
   /// candidates:
-  ///   loaded        /opt/p/libxdev_plugin_ref.so: REF 1.0 (ABI 1.2) on "host"
+  ///   loaded        /opt/p/libxdev_plugin_ref.so: REF 1.0 (ABI 1.3) on "host"
   ///   not a plugin  /opt/p/libfoo.so: exports no xdev_plugin_entry_v1
   /// ```
   [[nodiscard]] std::string report() const {

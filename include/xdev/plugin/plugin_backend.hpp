@@ -70,7 +70,23 @@ static_assert(detail::binary_code(ops::BinaryOp::min) == XDEV_BINARY_MIN &&
 inline constexpr std::uint32_t binary_min_max_minor = 2;
 static_assert(binary_min_max_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates binary min/max");
 
+/// The ABI minor that appended `describe_device` to the table (`PluginBackend::device_description`).
+inline constexpr std::uint32_t describe_device_minor = 3;
+static_assert(describe_device_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates describe_device");
+
 namespace detail {
+
+/// The size of a table of ABI 1.1 and 1.2 (1.2 changed no layout): everything before
+/// `describe_device`, which 1.3 appended. The smallest table `check_table` accepts.
+inline constexpr std::size_t table_size_v1_1 = offsetof(xdev_plugin_api, describe_device);
+
+/// True when `api` is a table of ABI `minor` or newer that is large enough to hold the field ending
+/// at `end` (`offsetof(field) + sizeof(field)`): only then may that field be read. (A pointer, not
+/// a reference: the table may be smaller than `xdev_plugin_api`, and a reference would let the
+/// compiler assume all of it readable.)
+inline bool table_has(const xdev_plugin_api* api, std::uint32_t minor, std::size_t end) noexcept {
+  return api->abi_minor >= minor && api->struct_size >= end;
+}
 
 // Where the plugin reports a failing call's message (copied during `set`).
 struct ErrorSink {
@@ -199,15 +215,15 @@ class AsyncCall {
 };
 
 /// The checks every table must pass before any of its fields beyond the versions is read: a table,
-/// the same major, a supported minor, at least the v1.1 size, and a valid name.
+/// the same major, a supported minor, at least the v1.1 size (`table_size_v1_1`: a 1.1 or 1.2 table
+/// ends before the fields 1.3 appended), and a valid name.
 inline void check_table_header(const xdev_plugin_api* api, std::string_view where) {
   const std::string at = std::string(where) + ": ";
   if (api == nullptr) throw error(errc::incompatible_abi, at + "the plugin's entry returned no table (null)");
   constexpr std::size_t versions_end = offsetof(xdev_plugin_api, abi_minor) + sizeof(std::uint32_t);
   if (api->struct_size < versions_end)
-    throw error(errc::incompatible_abi, at + "xdev_plugin_api: expected at least " +
-                                            std::to_string(sizeof(xdev_plugin_api)) + " bytes, got " +
-                                            std::to_string(api->struct_size));
+    throw error(errc::incompatible_abi, at + "xdev_plugin_api: expected at least " + std::to_string(table_size_v1_1) +
+                                            " bytes, got " + std::to_string(api->struct_size));
   const std::string version = std::to_string(api->abi_major) + "." + std::to_string(api->abi_minor);
   const std::string supported = "this xdev accepts ABI " + std::to_string(XDEV_ABI_MAJOR) + "." +
                                 std::to_string(XDEV_ABI_MIN_MINOR) + " and newer minors of major " +
@@ -219,9 +235,9 @@ inline void check_table_header(const xdev_plugin_api* api, std::string_view wher
     throw error(errc::incompatible_abi, at + "the plugin was built for ABI " + version + ", older than " +
                                             std::to_string(XDEV_ABI_MAJOR) + "." + std::to_string(XDEV_ABI_MIN_MINOR) +
                                             "; " + supported);
-  if (api->struct_size < sizeof(xdev_plugin_api))
+  if (api->struct_size < table_size_v1_1)
     throw error(errc::incompatible_abi, at + "xdev_plugin_api of ABI " + version + ": expected at least " +
-                                            std::to_string(sizeof(xdev_plugin_api)) + " bytes, got " +
+                                            std::to_string(table_size_v1_1) + " bytes, got " +
                                             std::to_string(api->struct_size));
   if (api->name == nullptr) throw error(errc::invalid_argument, at + "the plugin has no name (null)");
   if (!is_plugin_name(api->name))
@@ -234,19 +250,21 @@ inline void check_table_header(const xdev_plugin_api* api, std::string_view wher
 
 /// Checks a plugin table against the ABI rules of <xdev/plugin/abi.h> before anything but its
 /// entry has run; `where` (the library's path, say) starts every message. A newer minor with a
-/// larger table is accepted (only the fields this header knows are read).
+/// larger table is accepted (only the fields this header knows are read), and so is a 1.1 or 1.2
+/// table, which ends before the 1.3 field `describe_device` (its devices have no description).
 /// \throws xdev::error
 /// - `errc::incompatible_abi` for a null table, an `abi_major` other than XDEV_ABI_MAJOR (naming
 ///   both), an `abi_minor` below XDEV_ABI_MIN_MINOR, a `struct_size` smaller than the v1.1 table
-///   ("xdev_plugin_api of ABI 1.1: expected at least 272 bytes, got 200"), or a null required entry
-///   (naming it);
+///   ("xdev_plugin_api of ABI 1.1: expected at least 232 bytes, got 200": the size of a 1.1 or 1.2
+///   table, `detail::table_size_v1_1`), or a null required entry (naming it);
 /// - `errc::invalid_argument` for a null name or one not matching `[A-Z][A-Z0-9_]*`.
 inline void check_table(const xdev_plugin_api* api, std::string_view where) {
   detail::check_table_header(api, where);
   const auto require = [&](const void* entry, const char* entry_name) {
     if (entry == nullptr)
       throw error(errc::incompatible_abi, std::string(where) + ": plugin " + api->name + ": the required entry `" +
-                                              entry_name + "` is null (only op_dtypes and the operations may be)");
+                                              entry_name +
+                                              "` is null (only op_dtypes, the operations and describe_device may be)");
   };
   require(reinterpret_cast<const void*>(api->initialize), "initialize");
   require(reinterpret_cast<const void*>(api->create), "create");
@@ -282,7 +300,8 @@ inline void initialize_plugin(const xdev_plugin_api& api) {
 /// (`runtime_capabilities()`), and runs an op natively only for the dtypes the plugin's
 /// `op_dtypes` lists (`implements()`) and for the binary operators its ABI minor knows
 /// (`implements_binary()`: a 1.1 plugin never receives min or max); xdev's CPU fallback runs the
-/// rest.
+/// rest. Each device's description is the plugin's `describe_device` (`device_description()`, ""
+/// for a plugin older than ABI 1.3 or without the entry).
 ///
 /// Lifetime: the constructor creates one backend object in the plugin; the destructor destroys it
 /// (`destroy`, after the runtime has finished all work and freed all memory) and only then
@@ -322,6 +341,10 @@ class PluginBackend {
     name_ = api->name;
     version_ = api->version != nullptr ? api->version : "";
     platform_ = api->platform != nullptr ? api->platform : "";
+    // A 1.1 or 1.2 table ends before `describe_device`: never read past its `struct_size`.
+    if (detail::table_has(api, describe_device_minor,
+                          offsetof(xdev_plugin_api, describe_device) + sizeof(api->describe_device)))
+      describe_ = api->describe_device;
     require(api_->create, "create");
     const xdev_client_options o = detail::to_c(options_);
     call("create", [&](xdev_error* e) { return api_->create(&o, &backend_, e); });
@@ -394,6 +417,21 @@ class PluginBackend {
   /// The plugin's own version and platform strings ("" when it gives none).
   [[nodiscard]] std::string_view version() const noexcept { return version_; }
   [[nodiscard]] std::string_view platform() const noexcept { return platform_; }
+  /// What device `device` is, in the plugin's words (its `describe_device` entry, ABI 1.3): "" when
+  /// the plugin gives none (a 1.1 or 1.2 table, a null entry, a null or empty text). The plugin is
+  /// asked on every call (`concepts::DescribesDevices`: `AnyDevice::description()` and xdev-info
+  /// show it).
+  /// \throws xdev::error `errc::invalid_argument` for a device out of range, and the plugin's error
+  /// with its code: "REF: describe_device: <message>".
+  [[nodiscard]] std::string device_description(std::size_t device) const {
+    if (device >= devices_)
+      throw error(errc::invalid_argument, name_ + ": describe_device: device " + std::to_string(device) +
+                                              " is out of range [0, " + std::to_string(devices_) + ")");
+    if (describe_ == nullptr) return {};
+    const char* text = nullptr;
+    call("describe_device", [&](xdev_error* e) { return describe_(backend_, device, &text, e); });
+    return text != nullptr ? std::string(text) : std::string();
+  }
   /// The options this backend object was created with.
   [[nodiscard]] const ClientOptions& options() const noexcept { return options_; }
   /// The plugin's table.
@@ -643,6 +681,8 @@ class PluginBackend {
   std::string name_;
   std::string version_;
   std::string platform_;
+  // The table's `describe_device` when it has one (ABI 1.3 and a table large enough), else null.
+  decltype(xdev_plugin_api::describe_device) describe_ = nullptr;
   void* backend_ = nullptr;
   std::uint32_t abi_minor_ = 0;
   CapabilitySet caps_{};

@@ -10,6 +10,8 @@
 //                               17  destroys its completion without calling it
 //                               18  completes, then throws
 //   allocate of 0xBAD bytes throws std::bad_alloc
+//   device_description(0) is "ABITEST device 0: 4-byte handles, <n> blocks allocated": it changes
+//                         with every allocation (each text the plugin handed out must stay valid)
 //
 // Memory handles are 4-byte indices into a table of blocks (0 = none), so handles of a size other
 // than a pointer's cross the boundary. The capability `priority` counts how often the
@@ -36,6 +38,7 @@
 #include <mutex>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -74,6 +77,12 @@ class Backend {
   }
 
   [[nodiscard]] std::size_t device_count() const noexcept { return 1; }
+
+  [[nodiscard]] std::string device_description(std::size_t device) const {
+    std::lock_guard lk(m_);
+    return "ABITEST device " + std::to_string(device) + ": 4-byte handles, " + std::to_string(blocks_.size()) +
+           " blocks allocated";
+  }
 
   memory_handle allocate(std::size_t, std::size_t bytes) {
     if (bytes == 0xBAD) throw std::bad_alloc();
@@ -141,7 +150,7 @@ class Backend {
   }
 
   xdev::plugin::ClientOptions options_;
-  std::mutex m_;
+  mutable std::mutex m_;
   std::vector<std::unique_ptr<std::byte[]>> blocks_;
 };
 

@@ -85,6 +85,10 @@ class AnyDeviceModel {
   AnyDeviceModel& operator=(const AnyDeviceModel&) = delete;
   virtual ~AnyDeviceModel() = default;
 
+  /// What the device is, for people: `Device<B>::description()` (asked each time: "" when the
+  /// backend has no `device_description` hook).
+  virtual std::string description() const = 0;
+
   // Memory, through the device's caching allocator (statistics and limit included).
   virtual erased_handle allocate(std::size_t bytes) const = 0;
   virtual void deallocate(erased_handle h, std::size_t bytes) const noexcept = 0;
@@ -141,6 +145,8 @@ class DeviceModel final : public AnyDeviceModel {
       : AnyDeviceModel(std::move(owner), {&dev.runtime(), dev.ordinal(), dev.name(),
                                           std::string(backend_name(dev.backend())), capabilities_of(dev), dev.queue()}),
         dev_(dev) {}
+
+  std::string description() const override { return dev_.description(); }
 
   erased_handle allocate(std::size_t bytes) const override { return erase_handle(dev_.allocator().allocate(bytes)); }
   void deallocate(erased_handle h, std::size_t bytes) const noexcept override {

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -338,13 +340,27 @@ const P& deref(const P* p, const char* what) {
 
 // ---- the backend object ---------------------------------------------------------------------
 
-/// What `create` returns to the host: the backend and its capabilities as the C struct.
+/// What `create` returns to the host: the backend, its capabilities as the C struct, and the
+/// device descriptions `describe_device` handed out.
 template <class B>
 struct Client {
   template <class... Args>
   explicit Client(Args&&... args) : backend(std::forward<Args>(args)...) {}
+
+  /// A NUL-terminated copy of `text`, the description of `device`, valid while this client lives:
+  /// each distinct text of a device is kept once (a text that changes adds one string). Thread-safe.
+  const char* keep_description(std::size_t device, std::string text) {
+    std::lock_guard lk(descriptions_mutex);
+    std::list<std::string>& texts = descriptions[device];
+    for (const std::string& t : texts)
+      if (t == text) return t.c_str();
+    return texts.emplace_back(std::move(text)).c_str();
+  }
+
   B backend;
   xdev_capabilities capabilities{};
+  std::mutex descriptions_mutex;
+  std::map<std::size_t, std::list<std::string>> descriptions;  // list: the strings never move
 };
 
 // ---- the table ------------------------------------------------------------------------------
@@ -432,6 +448,21 @@ struct PluginTable {
     return guarded(err, [&] {
       if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
       *out = static_cast<std::uint64_t>(std::as_const(backend(p)).device_count());
+    });
+  }
+
+  // In the table only when `B` has `device_description` (`describe_entry`). The backend is asked on
+  // every call; the text is kept by the client (`Client::keep_description`).
+  static xdev_status describe_device(void* p, std::uint64_t device, const char** out, xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      const B& b = std::as_const(backend(p));
+      const std::size_t n = b.device_count();
+      if (device >= n)
+        throw error(errc::invalid_argument, "describe_device: device " + std::to_string(device) +
+                                                " is out of range [0, " + std::to_string(n) + ")");
+      const auto d = static_cast<std::size_t>(device);
+      *out = client(p).keep_description(d, std::string(b.device_description(d)));
     });
   }
 
@@ -659,6 +690,15 @@ struct PluginTable {
   }
 };
 
+// `describe_device` is in the table only when the backend has `device_description`.
+template <class B, class Table>
+constexpr auto describe_entry() noexcept -> decltype(xdev_plugin_api::describe_device) {
+  if constexpr (concepts::DescribesDevices<B>)
+    return &Table::describe_device;
+  else
+    return nullptr;
+}
+
 // An op entry is in the table only when the backend has that op for at least one dtype.
 template <class Table, class Fn>
 constexpr Fn entry_if(std::uint32_t op, Fn fn) noexcept {
@@ -699,6 +739,7 @@ inline constexpr xdev_plugin_api plugin_api{
     entry_if<PluginTable<B, Info>>(XDEV_OP_GATHER, &PluginTable<B, Info>::gather),
     entry_if<PluginTable<B, Info>>(XDEV_OP_RNG, &PluginTable<B, Info>::rng),
     entry_if<PluginTable<B, Info>>(XDEV_OP_CONVERT, &PluginTable<B, Info>::convert),
+    describe_entry<B, PluginTable<B, Info>>(),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
