@@ -1,7 +1,11 @@
 /// \file
 /// The OpenCL C program of xdev's OpenCL plugin (`xdev_opencl::kernels::program_source()`) and the
-/// launch geometry its kernels expect. Every kernel computes, bit for bit where the host kernels are
-/// exact, what xdev's host kernels (<xdev/ops/host_kernels.hpp>, <xdev/random/stream.hpp>) compute.
+/// launch geometry its kernels expect. The kernels compute what xdev's host kernels
+/// (<xdev/ops/host_kernels.hpp>, <xdev/random/stream.hpp>) compute: bit for bit for convert, gather,
+/// uniform random numbers and the element-wise ops (IEEE arithmetic; only which NaN comes out of
+/// an add or a multiply of two NaNs, and the payload of a NaN an operation creates, are up to the
+/// device); in another summation order (so equal for exact sums, close otherwise) for sum, sum_axis,
+/// dot and gemm; within a few ulps for normal random numbers.
 ///
 /// Building: the program is built once per context with `-cl-std=CL1.2`, plus `-DXDEV_FP64=1` when
 /// the device has cl_khr_fp64; every double kernel (every name with `f64` in it) exists only then.
@@ -38,6 +42,7 @@
 ///   `outer * inner * local`.
 /// - `sum_axis_small_T(x, out, outer, axis, inner)`: the same, one work item per output element
 ///   adding the axis in order (for short axes). Both write +0 when `axis == 0`.
+///   (Sums start from -0, the identity of IEEE addition, so a sum of -0s is -0, as on the host.)
 /// - `gemm_T(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, rounding)`: row-major
 ///   `C = alpha * op(A) * op(B) + beta * C` as `xdev::ops::host::gemm`, `rounding` as for dot on
 ///   every element of A and B. C is not read when `beta == 0`; A and B are not read when
@@ -46,10 +51,11 @@
 ///   `>= rows`) at position i, `atomic_min(&status[0], min(i, 0xFFFFFFFE))`. The host fills
 ///   `status[0, 4)` with 0xFFFFFFFF first.
 /// - `gather_S_I(table, rows, cols, index, n, out, status)`, S in 1 2 4 8 (element bytes), I in
-///   i32 and i64, one work item per output element: `out[i * cols + c] = table[index[i] * cols + c]`
-///   when `status[0] == 0xFFFFFFFF`; otherwise nothing is written to `out` and the work item of
-///   position `status[0]`, column 0, writes `index[status[0]]` as a long to `status[2, 4)`.
-///   (With `cols == 0` there is no work item, so nothing is written.)
+///   i32 and i64, one work item per output element (global size `n * max(cols, 1)`):
+///   `out[i * cols + c] = table[index[i] * cols + c]` when `status[0] == 0xFFFFFFFF`; otherwise
+///   nothing is written to `out` and the work item of position `status[0]`, column 0, writes
+///   `index[status[0]]` as a long to `status[2, 4)` (also when `cols == 0`). A first bad position
+///   past 0xFFFFFFFE is reported as 0xFFFFFFFE, with the index found there.
 /// - `rng_uniform_T(out, n, algorithm, seed, offset)` and
 ///   `rng_normal_T(out, n, algorithm, seed, offset, mean, stddev)`: the streams of
 ///   <xdev/random/stream.hpp> (algorithm 0 Philox4x32-10, 1 Threefry2x32-20), one work item per
@@ -61,8 +67,10 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace xdev_opencl::kernels {
 
@@ -436,9 +444,9 @@ double xdev_normal_at_f64(uint algorithm, ulong seed, ulong p) {
 #endif
 )CLC";
 
-// The kernels of a floating-point type, written over the macros `T` (the type), `NAME(x)` (x with
-// the dtype suffix: `NAME(scale)` is `scale_f32`) and `RAW_PER_VALUE` (raw random outputs per
-// value: 1 for float, 2 for double).
+// The kernels of a floating-point type, written over the macros `T` (the type), `T16` (its vector
+// of 16), `NAME(x)` (x with the dtype suffix: `NAME(scale)` is `scale_f32`), `RAW_PER_VALUE` (raw
+// random outputs per value: 1 for float, 2 for double) and `GEMM_DEPTH` (gemm's k slice).
 inline constexpr std::string_view float_kernels = R"CLC(
 __kernel void NAME(scale)(__global T* x, ulong n, T alpha) {
   const ulong i = get_global_id(0);
@@ -543,12 +551,13 @@ __kernel void NAME(sum_axis_small)(__global const T* x, __global T* out, ulong o
 // C = alpha * op(A) * op(B) + beta * C, row-major. A work-group of 8 x 8 work items computes a
 // 64 x 128 tile of C: rows row0 + [0, 64) with row0 = 64 * group(1), columns col0 + [0, 128) with
 // col0 = 128 * group(0). Work item (tx, ty) computes the 8 x 16 block at rows ty * 8 + [0, 8) and
-// columns tx * 16 + [0, 16), as 8 accumulator vectors of 16 (the vector width is what makes a CPU
-// runtime use its widest SIMD registers; a GPU splits the vectors into lanes).
+// columns tx * 16 + [0, 16), as 8 accumulator vectors of 16. The shape favours CPU runtimes (the
+// vectors of 16 fill their widest SIMD registers, and 64 work items per group keep the per-item
+// overhead low); a GPU runs it correctly, with 128 accumulators per work item.
 //
 // For every slice [k0, k0 + GEMM_DEPTH) of k, the group stages op(A)'s 64 x depth block and op(B)'s
-// depth x 128 block in local memory — with whole vectors when the slice lies inside the matrices,
-// element by element with zeros outside them at the edges — rounds them per `rounding`, and each
+// depth x 128 block in local memory (with whole vectors when the slice lies inside the matrices,
+// element by element with zeros outside them at the edges), rounds them per `rounding`, and each
 // work item then adds its 8 x 16 products: acc += a * b, unfused, in T, in the order of p.
 // A's block keeps its stored layout (rows of p when !trans_a, rows of r when trans_a); B's block is
 // always [p][s] (transposed on the way in when trans_b), so that a row of it is one vector load.
@@ -702,15 +711,17 @@ __kernel void NAME_CHECK(__global const I* index, ulong n, ulong rows, __global 
 inline constexpr std::string_view gather_kernel = R"CLC(
 __kernel void NAME_GATHER(__global const E* table, ulong rows, ulong cols, __global const I* index, ulong n,
                           __global E* out, __global uint* status) {
+  // One work item per output element, or per index when cols == 0 (then only to report).
+  const ulong width = max(cols, 1UL);
   const ulong t = get_global_id(0);
-  if (t >= n * cols) return;
-  const ulong i = cols == 1 ? t : t / cols, c = t - i * cols;
+  if (t >= n * width) return;
+  const ulong i = width == 1 ? t : t / width, c = t - i * width;
   const uint bad = status[0];
   if (bad != 0xFFFFFFFFu) {  // a bad index: report the one at position bad, write nothing else
     if (c == 0 && i == (ulong)bad) ((__global long*)(status + 2))[0] = (long)index[i];
     return;
   }
-  out[t] = table[(ulong)index[i] * cols + c];
+  if (cols != 0) out[t] = table[(ulong)index[i] * cols + c];
 }
 )CLC";
 
@@ -736,7 +747,7 @@ ushort f16_from_int(long v) { return xdev_f16_from_f32(xdev_f32_from_long(v, 1))
 ushort bf16_from_int(long v) { return xdev_bf16_from_f32(xdev_f32_from_long(v, 1)); }
 float f32_from_int(long v) { return as_float(xdev_f32_from_long(v, 0)); }
 
-// From floats (bits): to bool when not ±0 (a NaN is true); to integers truncated toward zero,
+// From floats (bits): to bool when not +-0 (a NaN is true); to integers truncated toward zero,
 // saturated, NaN to 0 (float_to_int).
 uchar bool_from_float(uint f) { return (f & 0x7FFFFFFFu) != 0u ? 1 : 0; }
 uchar u8_from_float(uint f) {
@@ -827,50 +838,79 @@ XDEV_CONVERT(f64, f32, double)
 #endif
 )CLC";
 
+// Appends `body` between `#define`s of `macros` ({name, replacement}; a name may take parameters,
+// "NAME(x)") and the matching `#undef`s.
+inline void append_instance(std::string& s, std::initializer_list<std::pair<std::string_view, std::string>> macros,
+                            std::string_view body) {
+  s += '\n';
+  for (const auto& [name, replacement] : macros) {
+    s += "#define ";
+    s += name;
+    s += ' ';
+    s += replacement;
+    s += '\n';
+  }
+  s += body;
+  for (const auto& [name, replacement] : macros) {
+    s += "#undef ";
+    s += name.substr(0, name.find('('));
+    s += '\n';
+  }
+}
+
 inline std::string build_program_source() {
   std::string s(prelude);
-  constexpr std::string_view undefine = "#undef T\n#undef T16\n#undef NAME\n#undef RAW_PER_VALUE\n#undef GEMM_DEPTH\n";
-  s += "\n#define T float\n#define T16 float16\n#define NAME(x) x##_f32\n#define RAW_PER_VALUE 1UL\n";
-  s += "#define GEMM_DEPTH XDEV_GEMM_DEPTH_F32\n";
-  s += float_kernels;
-  s += undefine;
-  s += "\n#if XDEV_FP64\n#define T double\n#define T16 double16\n#define NAME(x) x##_f64\n#define RAW_PER_VALUE 2UL\n";
-  s += "#define GEMM_DEPTH XDEV_GEMM_DEPTH_F64\n";
-  s += float_kernels;
-  s += undefine;
+  append_instance(s,
+                  {{"T", "float"},
+                   {"T16", "float16"},
+                   {"NAME(x)", "x##_f32"},
+                   {"RAW_PER_VALUE", "1UL"},
+                   {"GEMM_DEPTH", "XDEV_GEMM_DEPTH_F32"}},
+                  float_kernels);
+  s += "\n#if XDEV_FP64";
+  append_instance(s,
+                  {{"T", "double"},
+                   {"T16", "double16"},
+                   {"NAME(x)", "x##_f64"},
+                   {"RAW_PER_VALUE", "2UL"},
+                   {"GEMM_DEPTH", "XDEV_GEMM_DEPTH_F64"}},
+                  float_kernels);
   s += "#endif\n";
-  constexpr const char* index_names[] = {"i32", "i64"};
-  constexpr const char* index_types[] = {"int", "long"};
-  constexpr const char* element_types[] = {"uchar", "ushort", "uint", "ulong"};
-  for (int x = 0; x < 2; ++x) {
-    const std::string idx = index_names[x];
-    s += "\n#define I " + std::string(index_types[x]) + "\n#define NAME_CHECK gather_check_" + idx + "\n";
-    s += gather_check_kernel;
-    for (int e = 0; e < 4; ++e) {
-      s += "#define E " + std::string(element_types[e]) + "\n#define NAME_GATHER gather_" + std::to_string(1 << e) +
-           "_" + idx + "\n";
-      s += gather_kernel;
-      s += "#undef E\n#undef NAME_GATHER\n";
-    }
-    s += "#undef I\n#undef NAME_CHECK\n";
+  constexpr std::pair<const char*, const char*> index_types[] = {{"i32", "int"}, {"i64", "long"}};
+  constexpr const char* element_types[] = {"uchar", "ushort", "uint", "ulong"};  // 1, 2, 4, 8 bytes
+  for (const auto& [index_name, index_type] : index_types) {
+    append_instance(s, {{"I", index_type}, {"NAME_CHECK", std::string("gather_check_") + index_name}},
+                    gather_check_kernel);
+    for (int e = 0; e < 4; ++e)
+      append_instance(s,
+                      {{"E", element_types[e]},
+                       {"I", index_type},
+                       {"NAME_GATHER", "gather_" + std::to_string(1 << e) + "_" + index_name}},
+                      gather_kernel);
   }
   s += convert_kernels;
   return s;
 }
 
-// Compile-time checks that the program's geometry macros are the constants above.
+// True when the prelude has the line "#define <macro> <value>": the geometry the host uses is the
+// program's.
 constexpr bool defines(std::string_view macro, std::size_t value) {
-  std::string text = "#define ";
-  text += macro;
-  text += ' ';
-  std::string digits;
+  char digits[20] = {};
+  std::size_t first = sizeof digits;
   do {
-    digits.insert(digits.begin(), static_cast<char>('0' + value % 10));
+    digits[--first] = static_cast<char>('0' + value % 10);
     value /= 10;
   } while (value != 0);
-  text += digits;
-  text += '\n';
-  return prelude.find(text) != std::string_view::npos;
+  const std::string_view number(digits + first, sizeof digits - first);
+  constexpr std::string_view define = "#define ";
+  for (std::size_t at = prelude.find(define); at != std::string_view::npos; at = prelude.find(define, at + 1)) {
+    std::string_view line = prelude.substr(at + define.size());
+    line = line.substr(0, line.find('\n'));
+    if (line.size() == macro.size() + 1 + number.size() && line.starts_with(macro) && line[macro.size()] == ' ' &&
+        line.ends_with(number))
+      return true;
+  }
+  return false;
 }
 static_assert(defines("XDEV_REDUCE_ITEMS", reduce_items));
 static_assert(defines("XDEV_GEMM_SIDE", gemm_side));
@@ -880,6 +920,7 @@ static_assert(defines("XDEV_GEMM_TILE_M", gemm_tile_m));
 static_assert(defines("XDEV_GEMM_TILE_N", gemm_tile_n));
 static_assert(defines("XDEV_GEMM_DEPTH_F32", gemm_depth_f32));
 static_assert(defines("XDEV_GEMM_DEPTH_F64", gemm_depth_f64));
+static_assert(!defines("XDEV_GEMM_SIDE", 9) && !defines("XDEV_GEMM_TILE", 64));
 
 }  // namespace detail
 

@@ -594,10 +594,11 @@ class OpenCL {
     const cl_uint rounding = detail::rounding_code<T>(a.compute, "gemm");
     if (a.m == 0 || a.n == 0) return done(nullptr);
     Dev& d = dev(device);
-    if (kernels::gemm_local_items > d.info.max_work_group)
-      throw xdev::error(xdev::errc::unimplemented,
-                        d.label + ": gemm needs work-groups of " + std::to_string(kernels::gemm_local_items) +
-                            " items; the device allows " + std::to_string(d.info.max_work_group));
+    if (kernels::gemm_local_items > d.gemm_items)
+      throw xdev::error(xdev::errc::unimplemented, d.label + ": gemm needs work-groups of " +
+                                                       std::to_string(kernels::gemm_local_items) +
+                                                       " items; the device runs its gemm kernel in groups of at most " +
+                                                       std::to_string(d.gemm_items));
     const cl_ulong k = a.alpha == T(0) ? 0 : a.k;
     const auto range = kernels::gemm_range(a.m, a.n);
     std::lock_guard lk(d.m);
@@ -714,6 +715,7 @@ class OpenCL {
     DeviceInfo info;
     std::string label;             // "OPENCL:0"
     std::size_t reduce_local = 1;  // power-of-two work-group size of the reductions
+    std::size_t gemm_items = 0;    // the largest work-group the gemm kernels can run in
     std::mutex m;                  // held while setting kernel arguments and enqueueing
     std::map<std::string, cl_kernel, std::less<>> kernels;
     std::atomic<cl_ulong> allocated{0};
@@ -918,13 +920,27 @@ class OpenCL {
       d->label = "OPENCL:" + std::to_string(devices_.size());
       d->context = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), std::pair{f.platform, f.info.fp64}) -
                                             keys.begin());
-      d->reduce_local = 1;
-      while (d->reduce_local * 2 <= std::min<std::size_t>(256, f.info.max_work_group)) d->reduce_local *= 2;
-      cl_int err = CL_SUCCESS;
-      d->queue = clCreateCommandQueue(contexts_[d->context].context, f.id, 0, &err);
-      cl_check(err, d->label, "clCreateCommandQueue");
-      create_kernels(*d);
+      // Owned by devices_ before anything can fail: release() frees what was created.
       devices_.push_back(std::move(d));
+      Dev& dv = *devices_.back();
+      cl_int err = CL_SUCCESS;
+      dv.queue = clCreateCommandQueue(contexts_[dv.context].context, f.id, 0, &err);
+      cl_check(err, dv.label, "clCreateCommandQueue");
+      create_kernels(dv);
+      // Work-group sizes: what the device and each compiled kernel allow (registers may limit a
+      // kernel below the device's maximum on a GPU).
+      std::size_t reduce_max = std::min<std::size_t>(256, f.info.max_work_group);
+      dv.gemm_items = f.info.max_work_group;
+      for (const auto& [kname, k] : dv.kernels) {
+        std::size_t allowed = 0;
+        cl_check(clGetKernelWorkGroupInfo(k, f.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof allowed, &allowed, nullptr),
+                 dv.label + ": " + kname, "clGetKernelWorkGroupInfo");
+        if (kname.starts_with("gemm_")) dv.gemm_items = std::min(dv.gemm_items, allowed);
+        if (kname.starts_with("sum_pass_") || kname.starts_with("dot_pass_") || kname.starts_with("sum_axis_"))
+          reduce_max = std::min(reduce_max, allowed);
+      }
+      dv.reduce_local = 1;
+      while (dv.reduce_local * 2 <= reduce_max) dv.reduce_local *= 2;
     }
 
     caps_ = capabilities::set;
