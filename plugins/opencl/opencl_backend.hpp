@@ -394,22 +394,22 @@ class OpenCL {
                       xdev::Completion done) {
     if (bytes == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     cl_check(clEnqueueWriteBuffer(d.queue, dst, CL_FALSE, dst_offset, bytes, src, 0, nullptr, &ev), d.label,
              "clEnqueueWriteBuffer");
-    complete_on(d, ev, pending(std::move(done), d.label + ": copy to device"));
+    complete_on(d, lk, ev, pending(std::move(done), d.label + ": copy to device"));
   }
 
   void copy_to_host(std::size_t device, memory_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
                     xdev::Completion done) {
     if (bytes == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     cl_check(clEnqueueReadBuffer(d.queue, src, CL_FALSE, src_offset, bytes, dst, 0, nullptr, &ev), d.label,
              "clEnqueueReadBuffer");
-    complete_on(d, ev, pending(std::move(done), d.label + ": copy to host"));
+    complete_on(d, lk, ev, pending(std::move(done), d.label + ": copy to host"));
   }
 
   /// Within one context, a `clEnqueueCopyBuffer` on the source device's queue; between contexts,
@@ -421,11 +421,11 @@ class OpenCL {
     Dev& s = dev(src_device);
     Dev& t = dev(dst_device);
     if (s.context == t.context) {
-      std::lock_guard lk(s.m);
+      std::unique_lock lk(s.m);
       cl_event ev = nullptr;
       cl_check(clEnqueueCopyBuffer(s.queue, src, dst, src_offset, dst_offset, bytes, 0, nullptr, &ev), s.label,
                "clEnqueueCopyBuffer");
-      complete_on(s, ev, pending(std::move(done), s.label + ": copy to " + t.label));
+      complete_on(s, lk, ev, pending(std::move(done), s.label + ": copy to " + t.label));
       return;
     }
     auto staging = std::make_shared<std::vector<unsigned char>>(bytes);
@@ -435,32 +435,32 @@ class OpenCL {
     p->done = [&t, dst, dst_offset, bytes, staging, finish](std::exception_ptr ep) mutable {
       if (ep) return (*finish)(ep);
       try {
-        std::lock_guard lk(t.m);
+        std::unique_lock lk(t.m);
         cl_event ev = nullptr;
         cl_check(clEnqueueWriteBuffer(t.queue, dst, CL_FALSE, dst_offset, bytes, staging->data(), 0, nullptr, &ev),
                  t.label, "clEnqueueWriteBuffer");
         auto w = pending([staging, finish](std::exception_ptr e) { (*finish)(std::move(e)); },
                          t.label + ": copy from another context (write)");
-        complete_on(t, ev, std::move(w));
+        complete_on(t, lk, ev, std::move(w));
       } catch (...) {
         (*finish)(std::current_exception());
       }
     };
-    std::lock_guard lk(s.m);
+    std::unique_lock lk(s.m);
     cl_event ev = nullptr;
     cl_check(clEnqueueReadBuffer(s.queue, src, CL_FALSE, src_offset, bytes, staging->data(), 0, nullptr, &ev), s.label,
              "clEnqueueReadBuffer");
-    complete_on(s, ev, std::move(p));
+    complete_on(s, lk, ev, std::move(p));
   }
 
   /// Runs `task` on the backend's host thread once the device's queue reached this point.
   void execute(std::size_t device, xdev::HostTask task, xdev::Completion done) {
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     cl_check(clEnqueueMarkerWithWaitList(d.queue, 0, nullptr, &ev), d.label, "clEnqueueMarkerWithWaitList");
     auto shared_task = std::make_shared<xdev::HostTask>(std::move(task));
-    complete_on(d, ev,
+    complete_on(d, lk, ev,
                 pending(
                     [this, shared_task, done = std::move(done)](std::exception_ptr ep) mutable {
                       if (ep) return done(ep);
@@ -488,11 +488,11 @@ class OpenCL {
     unsigned char pattern[sizeof(T)];
     std::memcpy(pattern, &a.value, sizeof(T));
     if constexpr (std::is_same_v<T, bool>) pattern[0] = a.value ? 1 : 0;
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     cl_check(clEnqueueFillBuffer(d.queue, a.x, pattern, sizeof(T), 0, a.n * sizeof(T), 0, nullptr, &ev), d.label,
              "clEnqueueFillBuffer");
-    complete_on(d, ev, pending(std::move(done), d.label + ": fill"));
+    complete_on(d, lk, ev, pending(std::move(done), d.label + ": fill"));
   }
 
   template <class T>
@@ -500,9 +500,10 @@ class OpenCL {
   void scale(std::size_t device, const xdev::ops::ScaleArgs<T, memory_handle>& a, xdev::Completion done) {
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     const std::string k = std::string("scale_") + detail::type_suffix<T>();
-    complete_on(d, enqueue_1d(d, k, a.n, a.x, cl_ulong{a.n}, a.alpha), pending(std::move(done), d.label + ": scale"));
+    complete_on(d, lk, enqueue_1d(d, k, a.n, a.x, cl_ulong{a.n}, a.alpha),
+                pending(std::move(done), d.label + ": scale"));
   }
 
   template <class T>
@@ -510,9 +511,9 @@ class OpenCL {
   void axpy(std::size_t device, const xdev::ops::AxpyArgs<T, memory_handle>& a, xdev::Completion done) {
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     const std::string k = std::string("axpy_") + detail::type_suffix<T>();
-    complete_on(d, enqueue_1d(d, k, a.n, a.alpha, a.x, a.y, cl_ulong{a.n}),
+    complete_on(d, lk, enqueue_1d(d, k, a.n, a.alpha, a.x, a.y, cl_ulong{a.n}),
                 pending(std::move(done), d.label + ": axpy"));
   }
 
@@ -526,9 +527,9 @@ class OpenCL {
                         "OPENCL: binary: unknown operator " + std::to_string(static_cast<int>(a.op)));
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     const std::string k = std::string("binary_") + detail::type_suffix<T>();
-    complete_on(d, enqueue_1d(d, k, a.n, static_cast<cl_uint>(a.op), a.a, a.b, a.out, cl_ulong{a.n}),
+    complete_on(d, lk, enqueue_1d(d, k, a.n, static_cast<cl_uint>(a.op), a.a, a.b, a.out, cl_ulong{a.n}),
                 pending(std::move(done), d.label + ": " + xdev::ops::name_of(a.op)));
   }
 
@@ -541,9 +542,9 @@ class OpenCL {
       return done(nullptr);
     }
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     const std::string pass = std::string("sum_pass_") + detail::type_suffix<T>();
-    reduce<T>(d, a.n, a.result, std::move(done), "sum", [&](cl_mem out, std::size_t groups) {
+    reduce<T>(d, lk, a.n, a.result, std::move(done), "sum", [&](cl_mem out, std::size_t groups) {
       enqueue_groups(d, pass, groups, a.x, cl_ulong{a.n}, out, detail::Local{d.reduce_local * sizeof(T)}, no_event);
     });
   }
@@ -558,9 +559,9 @@ class OpenCL {
       return done(nullptr);
     }
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     const std::string pass = std::string("dot_pass_") + detail::type_suffix<T>();
-    reduce<T>(d, a.n, a.result, std::move(done), "dot", [&](cl_mem out, std::size_t groups) {
+    reduce<T>(d, lk, a.n, a.result, std::move(done), "dot", [&](cl_mem out, std::size_t groups) {
       enqueue_groups(d, pass, groups, a.x, a.y, cl_ulong{a.n}, rounding, out, detail::Local{d.reduce_local * sizeof(T)},
                      no_event);
     });
@@ -573,7 +574,7 @@ class OpenCL {
     const std::size_t outputs = a.outer * a.inner;
     if (outputs == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     if (a.axis >= tree_axis_min) {
       ev =
@@ -583,7 +584,7 @@ class OpenCL {
       ev = enqueue_1d(d, std::string("sum_axis_small_") + detail::type_suffix<T>(), outputs, a.x, a.out,
                       cl_ulong{a.outer}, cl_ulong{a.axis}, cl_ulong{a.inner});
     }
-    complete_on(d, ev, pending(std::move(done), d.label + ": sum"));
+    complete_on(d, lk, ev, pending(std::move(done), d.label + ": sum"));
   }
 
   /// Local-memory tiled matrix multiply (kernels.hpp, `gemm_range`). With `alpha == 0` or an empty
@@ -601,14 +602,14 @@ class OpenCL {
                                                        std::to_string(d.gemm_items));
     const cl_ulong k = a.alpha == T(0) ? 0 : a.k;
     const auto range = kernels::gemm_range(a.m, a.n);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_kernel kern = kernel(d, std::string("gemm_") + detail::type_suffix<T>());
     set_args(d, kern, "gemm", cl_uint{a.trans_a}, cl_uint{a.trans_b}, cl_ulong{a.m}, cl_ulong{a.n}, k, a.alpha, a.a,
              cl_ulong{a.lda}, a.b, cl_ulong{a.ldb}, a.beta, a.c, cl_ulong{a.ldc}, rounding);
     cl_event ev = nullptr;
     cl_check(clEnqueueNDRangeKernel(d.queue, kern, 2, nullptr, range.global, range.local, 0, nullptr, &ev),
              d.label + ": gemm", "clEnqueueNDRangeKernel");
-    complete_on(d, ev, pending(std::move(done), d.label + ": gemm"));
+    complete_on(d, lk, ev, pending(std::move(done), d.label + ": gemm"));
   }
 
   /// Rows of `table` by index: a check kernel finds the first index out of range, the gather kernel
@@ -618,7 +619,7 @@ class OpenCL {
       std::size_t device, const xdev::ops::GatherArgs<T, I, memory_handle>& a, xdev::Completion done) {
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_mem status = temp_buffer(d, 16, "gather");
     const cl_uint none = 0xFFFFFFFFu;
     cl_int err = clEnqueueFillBuffer(d.queue, status, &none, sizeof none, 0, 16, 0, nullptr, nullptr);
@@ -650,7 +651,7 @@ class OpenCL {
                             "gather: index " + std::to_string(value) + " at position " + std::to_string(first) +
                                 " is out of range for a table of " + std::to_string(rows) + " rows");
       };
-      complete_on(d, ev, std::move(p));
+      complete_on(d, lk, ev, std::move(p));
     } catch (...) {
       if (status != nullptr) clReleaseMemObject(status);
       throw;
@@ -670,13 +671,13 @@ class OpenCL {
       xdev::random::fill_uniform(a.algorithm, a.seed, a.offset, std::span<T>{});
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     const auto alg = static_cast<cl_uint>(a.algorithm);
     cl_event ev = a.normal ? enqueue_1d(d, std::string("rng_normal_") + detail::type_suffix<T>(), a.n, a.out,
                                         cl_ulong{a.n}, alg, cl_ulong{a.seed}, cl_ulong{a.offset}, a.mean, a.stddev)
                            : enqueue_1d(d, std::string("rng_uniform_") + detail::type_suffix<T>(), a.n, a.out,
                                         cl_ulong{a.n}, alg, cl_ulong{a.seed}, cl_ulong{a.offset});
-    complete_on(d, ev, pending(std::move(done), d.label + (a.normal ? ": rng_normal" : ": rng_uniform")));
+    complete_on(d, lk, ev, pending(std::move(done), d.label + (a.normal ? ": rng_normal" : ": rng_uniform")));
   }
 
   /// Every pair of dtypes, bit for bit `xdev::ops::host::convert`; the same dtype is a buffer copy.
@@ -685,7 +686,7 @@ class OpenCL {
   void convert(std::size_t device, const xdev::ops::ConvertArgs<S, D, memory_handle>& a, xdev::Completion done) {
     if (a.n == 0 || (std::is_same_v<S, D> && a.src == a.dst)) return done(nullptr);
     Dev& d = dev(device);
-    std::lock_guard lk(d.m);
+    std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     if constexpr (std::is_same_v<S, D>) {
       cl_check(clEnqueueCopyBuffer(d.queue, a.src, a.dst, 0, 0, a.n * sizeof(S), 0, nullptr, &ev), d.label,
@@ -695,7 +696,7 @@ class OpenCL {
           "convert_" + std::string(detail::dtype_suffix<S>()) + "_" + std::string(detail::dtype_suffix<D>());
       ev = enqueue_1d(d, k, a.n, a.src, a.dst, cl_ulong{a.n});
     }
-    complete_on(d, ev, pending(std::move(done), d.label + ": convert"));
+    complete_on(d, lk, ev, pending(std::move(done), d.label + ": convert"));
   }
 
  private:
@@ -742,14 +743,18 @@ class OpenCL {
   }
 
   // Hands the submission's last event to the callback that reports it, and flushes the queue so
-  // that the runtime starts the commands.
-  static void complete_on(Dev& d, cl_event ev, std::unique_ptr<detail::Pending> p) {
-    const cl_int err = clSetEventCallback(ev, CL_COMPLETE, &detail::on_complete, p.get());
+  // that the runtime starts the commands. Unlocks `lk` (the device's enqueue lock) first: a runtime
+  // may run the callback inside clSetEventCallback when the event already completed, and the
+  // completion may submit the next op to this device.
+  static void complete_on(Dev& d, std::unique_lock<std::mutex>& lk, cl_event ev, std::unique_ptr<detail::Pending> p) {
+    lk.unlock();
+    detail::Pending* owned = p.release();  // the callback's from here on, possibly before the call returns
+    const cl_int err = clSetEventCallback(ev, CL_COMPLETE, &detail::on_complete, owned);
     if (err != CL_SUCCESS) {
+      std::unique_ptr<detail::Pending> back(owned);  // not registered: still ours
       clReleaseEvent(ev);
-      throw cl_failure(p->what, "clSetEventCallback", err);
+      throw cl_failure(back->what, "clSetEventCallback", err);
     }
-    (void)p.release();  // owned by the callback now
     clFlush(d.queue);
   }
 
@@ -821,7 +826,8 @@ class OpenCL {
   // per group), then sum passes reduce those the same way until one value is left, which is read
   // into `*result`.
   template <class T, class First>
-  void reduce(Dev& d, std::size_t n, T* result, xdev::Completion done, const char* op, First&& first) {
+  void reduce(Dev& d, std::unique_lock<std::mutex>& lk, std::size_t n, T* result, xdev::Completion done, const char* op,
+              First&& first) {
     const std::size_t per_group = d.reduce_local * kernels::reduce_items;
     std::size_t groups = (n + per_group - 1) / per_group;
     cl_mem ping = temp_buffer(d, groups * sizeof(T), op);
@@ -844,7 +850,7 @@ class OpenCL {
       clReleaseMemObject(ping);
       if (pong != nullptr) clReleaseMemObject(pong);
       ping = pong = nullptr;
-      complete_on(d, ev, pending(std::move(done), d.label + ": " + op));
+      complete_on(d, lk, ev, pending(std::move(done), d.label + ": " + op));
     } catch (...) {
       if (ping != nullptr) clReleaseMemObject(ping);
       if (pong != nullptr) clReleaseMemObject(pong);
