@@ -8,8 +8,9 @@
 ///   `XDEV_OPENCL_DEVICE_TYPE` (a comma-separated list of `cpu`, `gpu`, `accelerator`, or `all`, the
 ///   default). In a multi-process job each local process takes its share (see `share_of`).
 /// - One context per platform (per platform and fp64 support), in which the kernels of
-///   kernels.hpp are compiled once, when the backend is created; a failed build reports the
-///   compiler's log. Each device has one in-order command queue.
+///   kernels.hpp are compiled once, when the backend is created (`XDEV_OPENCL_BUILD_OPTIONS` adds
+///   compiler options); a failed build reports the compiler's log. Each device has one in-order
+///   command queue.
 /// - Memory: one `clCreateBuffer` per allocation. A request above the device's maximum allocation,
 ///   or beyond its global memory (counted per device), and the runtime's own out-of-memory codes
 ///   are `errc::out_of_memory` naming the device and the size.
@@ -981,8 +982,9 @@ class OpenCL {
       clReleaseContext(c.context);
       throw cl_failure("OPENCL", "clCreateProgramWithSource", err);
     }
-    const char* options = fp64 ? "-cl-std=CL1.2 -DXDEV_FP64=1" : "-cl-std=CL1.2";
-    err = clBuildProgram(c.program, static_cast<cl_uint>(ids.size()), ids.data(), options, nullptr, nullptr);
+    std::string options = fp64 ? "-cl-std=CL1.2 -DXDEV_FP64=1" : "-cl-std=CL1.2";
+    if (const auto extra = xdev::getenv_string("XDEV_OPENCL_BUILD_OPTIONS")) options += " " + *extra;
+    err = clBuildProgram(c.program, static_cast<cl_uint>(ids.size()), ids.data(), options.c_str(), nullptr, nullptr);
     if (err != CL_SUCCESS) {
       std::string log;
       for (cl_device_id id : ids) {
@@ -996,7 +998,7 @@ class OpenCL {
       clReleaseProgram(c.program);
       clReleaseContext(c.context);
       throw xdev::error(err == CL_BUILD_PROGRAM_FAILURE ? xdev::errc::internal : cl_errc(err),
-                        "OPENCL: compiling the kernels (" + std::string(options) + ") failed: clBuildProgram: " +
+                        "OPENCL: compiling the kernels (" + options + ") failed: clBuildProgram: " +
                             std::string(cl_error_name(err)) + " (" + std::to_string(err) + ")" + log);
     }
     return c;

@@ -242,6 +242,19 @@ TEST_F(OpenCLBackend, TheDeviceTypeAndPlatformVariablesFilterTheDevices) {
   }
 }
 
+TEST_F(OpenCLBackend, AKernelBuildFailureReportsTheOptionsAndTheCompilerLog) {
+  // A macro that turns every `__global` qualifier of the kernels into an unknown identifier.
+  ScopedEnv env("XDEV_OPENCL_BUILD_OPTIONS", "-D__global=xdev_no_such_qualifier");
+  try {
+    OpenCL broken;
+    FAIL() << "no exception";
+  } catch (const xdev::error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("OPENCL: compiling the kernels (-cl-std=CL1.2"));
+    EXPECT_THAT(e.what(), HasSubstr("-D__global=xdev_no_such_qualifier) failed: clBuildProgram: CL_BUILD_PROGRAM_FAILURE"));
+    EXPECT_THAT(e.what(), HasSubstr("--- build log for " + b().device_info(0).name));
+  }
+}
+
 TEST_F(OpenCLBackend, EachLocalProcessGetsItsShareOfTheDevices) {
   const std::size_t n = b().device_count();
   std::size_t total = 0;
