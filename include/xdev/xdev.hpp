@@ -16,6 +16,7 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/serial_worker.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/env.hpp>

@@ -25,6 +25,7 @@
 #include "kernels.hpp"
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/ops/op_args.hpp>
@@ -36,11 +37,9 @@
 #include <array>
 #include <atomic>
 #include <cctype>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <map>
@@ -49,7 +48,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -92,47 +90,6 @@ inline std::pair<std::size_t, std::size_t> share_of(std::size_t count, std::size
 
 namespace detail {
 
-// One thread running posted jobs in order (the backend's host tasks).
-class Worker {
- public:
-  Worker() : thread_([this] { loop(); }) {}
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-  ~Worker() {
-    {
-      std::lock_guard lk(m_);
-      stopping_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-  void post(xdev::HostTask job) {
-    std::lock_guard lk(m_);  // notified under the lock: see xdev_ref::Worker
-    jobs_.push_back(std::move(job));
-    cv_.notify_one();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      xdev::HostTask job;
-      {
-        std::unique_lock lk(m_);
-        cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<xdev::HostTask> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;
-};
-
 inline std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -171,22 +128,26 @@ inline cl_device_type device_types_from_environment() {
   return types;
 }
 
-inline std::string platform_string(cl_platform_id p, cl_platform_info what) {
+// A string property from an OpenCL info query: `query(size, buffer, &size_needed)` is
+// clGetPlatformInfo, clGetDeviceInfo, ... bound to its object and parameter. Trailing NULs dropped.
+template <class Query>
+std::string info_string(Query query, const char* call) {
   std::size_t size = 0;
-  cl_check(clGetPlatformInfo(p, what, 0, nullptr, &size), "OPENCL", "clGetPlatformInfo");
+  cl_check(query(0, nullptr, &size), "OPENCL", call);
   std::string s(size, '\0');
-  cl_check(clGetPlatformInfo(p, what, size, s.data(), nullptr), "OPENCL", "clGetPlatformInfo");
+  cl_check(query(size, s.data(), nullptr), "OPENCL", call);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
 
+inline std::string platform_string(cl_platform_id p, cl_platform_info what) {
+  return info_string([&](std::size_t n, void* v, std::size_t* r) { return clGetPlatformInfo(p, what, n, v, r); },
+                     "clGetPlatformInfo");
+}
+
 inline std::string device_string(cl_device_id d, cl_device_info what) {
-  std::size_t size = 0;
-  cl_check(clGetDeviceInfo(d, what, 0, nullptr, &size), "OPENCL", "clGetDeviceInfo");
-  std::string s(size, '\0');
-  cl_check(clGetDeviceInfo(d, what, size, s.data(), nullptr), "OPENCL", "clGetDeviceInfo");
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
+  return info_string([&](std::size_t n, void* v, std::size_t* r) { return clGetDeviceInfo(d, what, n, v, r); },
+                     "clGetDeviceInfo");
 }
 
 template <class T>
@@ -960,7 +921,7 @@ class OpenCL {
       accelerator = accelerator || (d->info.type & (CL_DEVICE_TYPE_GPU | CL_DEVICE_TYPE_ACCELERATOR)) != 0;
     }
     caps_.priority = accelerator ? 100 : -150;
-    host_worker_ = std::make_unique<detail::Worker>();
+    host_worker_ = std::make_unique<xdev::SerialWorker>();
   }
 
   static bool device_value_available(cl_device_id id) {
@@ -988,12 +949,16 @@ class OpenCL {
     if (err != CL_SUCCESS) {
       std::string log;
       for (cl_device_id id : ids) {
-        std::size_t size = 0;
-        clGetProgramBuildInfo(c.program, id, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-        std::string one(size, '\0');
-        clGetProgramBuildInfo(c.program, id, CL_PROGRAM_BUILD_LOG, size, one.data(), nullptr);
-        while (!one.empty() && one.back() == '\0') one.pop_back();
-        log += "\n--- build log for " + detail::device_string(id, CL_DEVICE_NAME) + ":\n" + one;
+        try {
+          log += "\n--- build log for " + detail::device_string(id, CL_DEVICE_NAME) + ":\n" +
+                 detail::info_string(
+                     [&](std::size_t n, void* v, std::size_t* r) {
+                       return clGetProgramBuildInfo(c.program, id, CL_PROGRAM_BUILD_LOG, n, v, r);
+                     },
+                     "clGetProgramBuildInfo");
+        } catch (const std::exception& e) {
+          log += std::string("\n--- no build log: ") + e.what();
+        }
       }
       clReleaseProgram(c.program);
       clReleaseContext(c.context);
@@ -1010,13 +975,18 @@ class OpenCL {
     cl_check(clCreateKernelsInProgram(program, 0, nullptr, &count), d.label, "clCreateKernelsInProgram");
     std::vector<cl_kernel> ks(count);
     cl_check(clCreateKernelsInProgram(program, count, ks.data(), nullptr), d.label, "clCreateKernelsInProgram");
-    for (cl_kernel k : ks) {
-      std::size_t size = 0;
-      clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, 0, nullptr, &size);
-      std::string kname(size, '\0');
-      clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, size, kname.data(), nullptr);
-      while (!kname.empty() && kname.back() == '\0') kname.pop_back();
-      d.kernels.emplace(std::move(kname), k);
+    for (std::size_t i = 0; i < ks.size(); ++i) {
+      try {
+        d.kernels.emplace(detail::info_string(
+                              [&](std::size_t n, void* v, std::size_t* r) {
+                                return clGetKernelInfo(ks[i], CL_KERNEL_FUNCTION_NAME, n, v, r);
+                              },
+                              "clGetKernelInfo"),
+                          ks[i]);
+      } catch (...) {
+        for (std::size_t j = i; j < ks.size(); ++j) clReleaseKernel(ks[j]);  // not in the map yet
+        throw;
+      }
     }
   }
 
@@ -1039,7 +1009,7 @@ class OpenCL {
   std::vector<Context> contexts_;
   std::vector<std::unique_ptr<Dev>> devices_;
   xdev::CapabilitySet caps_;
-  std::unique_ptr<detail::Worker> host_worker_;
+  std::unique_ptr<xdev::SerialWorker> host_worker_;
 };
 
 }  // namespace xdev_opencl

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/ops/host_kernels.hpp>
@@ -17,69 +18,18 @@
 
 #include <algorithm>
 #include <concepts>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
 namespace xdev_ref {
-
-/// One device's worker: a thread running posted jobs in order. Destroying it runs the jobs already
-/// posted, then joins the thread.
-class Worker {
- public:
-  Worker() : thread_([this] { loop(); }) {}
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-  ~Worker() {
-    {
-      std::lock_guard lk(m_);
-      stopping_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-
-  /// Queues `job` behind the jobs already posted.
-  void post(xdev::HostTask job) {
-    // Notified under the lock: once the job runs, its completion may lead to this worker's
-    // destruction, which must not find this thread still inside notify_one.
-    std::lock_guard lk(m_);
-    jobs_.push_back(std::move(job));
-    cv_.notify_one();
-  }
-
- private:
-  void loop() {
-    for (;;) {
-      xdev::HostTask job;
-      {
-        std::unique_lock lk(m_);
-        cv_.wait(lk, [&] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();  // jobs report their own failures (see Ref::run)
-    }
-  }
-
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<xdev::HostTask> jobs_;
-  bool stopping_ = false;
-  std::thread thread_;  // last: starts after the members it uses exist
-};
 
 /// The reference backend (see the file comment). `XDEV_REF_DEVICES` sets its number of devices
 /// (default 2, at most `max_devices`).
@@ -101,7 +51,7 @@ class Ref {
   /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_REF_DEVICES`.
   Ref() {
     const std::size_t n = xdev::getenv_count("XDEV_REF_DEVICES", 1, max_devices).value_or(2);
-    for (std::size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<Worker>());
+    for (std::size_t i = 0; i < n; ++i) workers_.push_back(std::make_unique<xdev::SerialWorker>());
   }
 
   /// The number of devices (one worker thread each).
@@ -264,7 +214,7 @@ class Ref {
     }));
   }
 
-  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<std::unique_ptr<xdev::SerialWorker>> workers_;
 };
 
 }  // namespace xdev_ref
