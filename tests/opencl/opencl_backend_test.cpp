@@ -250,7 +250,8 @@ TEST_F(OpenCLBackend, AKernelBuildFailureReportsTheOptionsAndTheCompilerLog) {
     FAIL() << "no exception";
   } catch (const xdev::error& e) {
     EXPECT_THAT(e.what(), HasSubstr("OPENCL: compiling the kernels (-cl-std=CL1.2"));
-    EXPECT_THAT(e.what(), HasSubstr("-D__global=xdev_no_such_qualifier) failed: clBuildProgram: CL_BUILD_PROGRAM_FAILURE"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("-D__global=xdev_no_such_qualifier) failed: clBuildProgram: CL_BUILD_PROGRAM_FAILURE"));
     EXPECT_THAT(e.what(), HasSubstr("--- build log for " + b().device_info(0).name));
   }
 }
