@@ -1,0 +1,77 @@
+// Failure scenarios of <xdev/distributed/mpi.hpp>, each run under mpirun by run_scenario.cmake,
+// which checks the job's exit status, its output and how long it took:
+//
+//   stall        the odd ranks sleep for 20 s instead of calling barrier; the others must get
+//                errc::deadline_exceeded naming exactly the odd ranks within the 500 ms deadline,
+//                and the failed session then aborts the job (status deadline_abort_status)
+//   throw        rank 1 throws out of main while the others wait in a barrier (60 s deadline):
+//                the terminate handler must abort the job at once
+//   exit         rank 1 calls std::exit(0) without ending its session: the job must end at once,
+//                with a non-zero status
+//   group_rank   each rank sets a GROUP_RANK of its own on one host: init must fail on every
+//                rank, naming the variable and the ranks
+#include <xdev/distributed/mpi.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace dist = xdev::distributed;
+using Clock = std::chrono::steady_clock;
+
+int main(int argc, char** argv) {
+  const std::string_view scenario = argc > 1 ? argv[1] : "";
+  if (scenario == "group_rank") {
+    const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+    setenv("GROUP_RANK", r != nullptr ? r : "0", 1);
+  }
+  dist::Session session = dist::init();
+  const std::uint32_t rank = session.rank();
+
+  if (scenario == "stall") {
+    if (rank % 2 == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(20));
+      session.barrier();
+      return 0;
+    }
+    std::string expected;
+    for (std::uint32_t r = 1; r < session.world_size(); r += 2)
+      expected += (expected.empty() ? "" : ", ") + std::to_string(r);
+    const auto start = Clock::now();
+    try {
+      session.barrier(std::chrono::milliseconds(500));
+    } catch (const xdev::error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      const std::string what = e.what();
+      const bool named = what.find(" " + expected + " of " + std::to_string(session.world_size())) != std::string::npos;
+      if (e.condition() == xdev::errc::deadline_exceeded && named && ms >= 500 && ms < 2000) {
+        std::printf("scenario stall: rank %u OK after %lld ms: %s\n", rank, static_cast<long long>(ms), e.what());
+        std::fflush(stdout);
+        return 0;  // the failed session aborts the job
+      }
+      std::printf("scenario stall: rank %u WRONG after %lld ms (expected ranks %s): %s\n", rank,
+                  static_cast<long long>(ms), expected.c_str(), e.what());
+      std::fflush(stdout);
+      session.abort(2, "scenario stall failed");
+    }
+    std::printf("scenario stall: rank %u WRONG: the barrier completed\n", rank);
+    std::fflush(stdout);
+    session.abort(2, "scenario stall failed");
+  }
+  if (scenario == "throw") {
+    if (rank == 1) throw std::runtime_error("scenario throw: boom on rank 1");
+    session.barrier();
+    return 0;
+  }
+  if (scenario == "exit") {
+    if (rank == 1) std::exit(0);  // even a zero status, without ending the session, ends the job
+    session.barrier();
+    return 0;
+  }
+  std::fprintf(stderr, "unknown scenario \"%s\"; accepted: stall, throw, exit, group_rank\n", argv[argc > 1 ? 1 : 0]);
+  return 2;
+}
