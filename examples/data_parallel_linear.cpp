@@ -12,7 +12,22 @@
 //   5. every device applies the same SGD update to its own copy of the parameters.
 // At the end it prints every device's parameter mean (identical across devices) and exits with
 // status 1 unless the loss fell to a tenth of its first value and the means agree exactly.
+//
+// Across processes (when built with the MPI component, XDEV_DEMO_WITH_MPI, and launched by
+// mpirun or torchrun: OMPI_COMM_WORLD_SIZE, PMI_SIZE or WORLD_SIZE > 1):
+//
+//   mpirun -np 2 data_parallel_linear          # 2 processes x 2 host devices: 4 global devices
+//
+// every process contributes its devices to a GlobalMesh (rank 0's first), generates the same
+// global batch and feeds its devices their rows of it; step 4 is a distributed::all_reduce(mean)
+// over the GlobalMesh (within the process, then MPI across); the loss is the global mean. Rank 0
+// prints the steps, every rank its devices' parameter means (named by global id, "rank 1 /
+// HOST:0"), and every rank exits with status 1 unless the loss fell and the means are identical
+// on every device of every rank. Host devices per process: XDEV_HOST_DEVICES, else 4 / processes.
 #include <xdev/spmd/spmd.hpp>
+#ifdef XDEV_DEMO_WITH_MPI
+#include <xdev/distributed/global_mesh.hpp>
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -20,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -95,12 +111,22 @@ void make_batch(SplitMix& rng, const std::vector<float>& teacher, std::int64_t r
   }
 }
 
-}  // namespace
+// True when a launcher started this process as one of several.
+[[maybe_unused]] bool launched_as_one_of_several() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"})
+    if (const char* v = std::getenv(name); v != nullptr && std::atol(v) > 1) return true;
+  return false;
+}
 
-int main(int argc, char** argv) try {
-  const Options opt = parse(argc, argv);
-  ::setenv("XDEV_HOST_DEVICES", "4", /*overwrite=*/0);  // the default mesh: 4 host devices
+#ifdef XDEV_DEMO_WITH_MPI
+namespace dist = xdev::distributed;
+#else
+namespace dist {
+struct Session;  // never defined: single-process builds always pass nullptr
+}
+#endif
 
+int train(const Options& opt, [[maybe_unused]] dist::Session* session) {
   std::vector<AnyDevice> devices = xdev::accelerator::devices();
   if (opt.devices != 0) {
     if (opt.devices > devices.size())
@@ -111,10 +137,37 @@ int main(int argc, char** argv) try {
   spmd::use_spmd(spmd::Mesh(devices, "data"));
   const spmd::VirtualDevice vd = spmd::virtual_device();
   const spmd::Mesh& mesh = vd.mesh();
-  const std::size_t n = mesh.size();
-  const std::int64_t batch = rows_per_device * static_cast<std::int64_t>(n);
-  std::cout << "training on " << xdev::accelerator::current_device() << " (the SPMD virtual device) over " << mesh
-            << ", global batch " << batch << '\n';
+  const std::size_t n = mesh.size();  // this process's devices
+  // The devices of every process: this one's rows of the global batch start at row `first`.
+  std::size_t global_n = n;
+  std::int64_t first = 0;
+  bool rank0 = true;
+#ifdef XDEV_DEMO_WITH_MPI
+  std::unique_ptr<dist::GlobalMesh> global;
+  if (session != nullptr) {
+    global = std::make_unique<dist::GlobalMesh>(*session, mesh);
+    global_n = global->size();
+    first = rows_per_device * static_cast<std::int64_t>(global->global_index(0));
+    rank0 = session->rank() == 0;
+  }
+#endif
+  // The name of local device i: "HOST:0", or its global id "rank 1 / HOST:0" across processes.
+  auto label = [&](std::size_t i) {
+#ifdef XDEV_DEMO_WITH_MPI
+    if (global) return global->device_label(global->global_index(i));
+#endif
+    return mesh.device(i).name();
+  };
+  const std::int64_t batch = rows_per_device * static_cast<std::int64_t>(global_n);
+  const std::int64_t rows = rows_per_device * static_cast<std::int64_t>(n);  // this process's
+#ifdef XDEV_DEMO_WITH_MPI
+  if (global && rank0)
+    std::cout << "training on " << global->world_size() << " processes, each on its SPMD virtual device, over "
+              << *global << ", global batch " << batch << std::endl;
+#endif
+  if (session == nullptr)
+    std::cout << "training on " << xdev::accelerator::current_device() << " (the SPMD virtual device) over " << mesh
+              << ", global batch " << batch << '\n';
 
   SplitMix rng{20261122};
   std::vector<float> teacher(static_cast<std::size_t>(features * outputs));
@@ -135,9 +188,13 @@ int main(int argc, char** argv) try {
   std::vector<float> hx, hy;
   float first_loss = 0.0f, loss = 0.0f;
   for (int step = 0; step < opt.steps; ++step) {
-    make_batch(rng, teacher, batch, hx, hy);
-    auto x = spmd::mark_sharding(vd.place(std::span<const float>(hx), {batch, features}), batch_sharding);
-    auto y = spmd::mark_sharding(vd.place(std::span<const float>(hy), {batch, outputs}), batch_sharding);
+    make_batch(rng, teacher, batch, hx, hy);  // the global batch; this process's rows from `first`
+    const auto xs = std::span<const float>(hx).subspan(static_cast<std::size_t>(first * features),
+                                                       static_cast<std::size_t>(rows * features));
+    const auto ys = std::span<const float>(hy).subspan(static_cast<std::size_t>(first * outputs),
+                                                       static_cast<std::size_t>(rows * outputs));
+    auto x = spmd::mark_sharding(vd.place(xs, {rows, features}), batch_sharding);
+    auto y = spmd::mark_sharding(vd.place(ys, {rows, outputs}), batch_sharding);
 
     std::vector<std::future<float>> losses;
     for (std::size_t i = 0; i < n; ++i) {
@@ -149,14 +206,22 @@ int main(int argc, char** argv) try {
       xdev::ops::gemm(dev, x.shard(i), pred[i], grad[i],
                       {.trans_a = true, .alpha = 2.0f / static_cast<float>(rows_per_device * outputs)});
     }
-    spmd::all_reduce(mesh, "data", std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean).get();
+#ifdef XDEV_DEMO_WITH_MPI
+    if (global)  // the mean over every device of every process
+      dist::all_reduce(*global, std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean);
+    else
+#endif
+      spmd::all_reduce(mesh, "data", std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean).get();
     for (std::size_t i = 0; i < n; ++i) xdev::ops::axpy(mesh.device(i), -learning_rate, grad[i], w.shard(i));
 
     double total = 0.0;
     for (auto& l : losses) total += l.get();
+#ifdef XDEV_DEMO_WITH_MPI
+    if (session != nullptr) session->all_reduce(std::span(&total, 1), MPI_SUM);  // every process's devices
+#endif
     loss = static_cast<float>(total / static_cast<double>(batch * outputs));
     if (step == 0) first_loss = loss;
-    if (!opt.quiet || step == 0 || step + 1 == opt.steps) std::printf("step %3d  loss %.6f\n", step, loss);
+    if (rank0 && (!opt.quiet || step == 0 || step + 1 == opt.steps)) std::printf("step %3d  loss %.6f\n", step, loss);
   }
 
   // Every device's parameters: identical, since every device applied the same averaged gradient.
@@ -165,13 +230,53 @@ int main(int argc, char** argv) try {
   for (std::size_t i = 0; i < n; ++i) {
     const float sum = xdev::ops::sum(mesh.device(i), w.shard(i)).get();
     means.push_back(sum / static_cast<float>(features * outputs));
-    std::printf("%s parameter mean %.9g\n", mesh.device(i).name().c_str(), static_cast<double>(means.back()));
+    std::printf("%s parameter mean %.9g\n", label(i).c_str(), static_cast<double>(means.back()));
     identical = identical && std::memcmp(&means.back(), &means.front(), sizeof(float)) == 0;
   }
+  std::string across = std::to_string(n) + " devices";
+#ifdef XDEV_DEMO_WITH_MPI
+  if (session != nullptr) {
+    // Every process's means, as bits: identical on every device of every process?
+    std::fflush(stdout);
+    const auto all = session->rendezvous("parameter-means", std::as_bytes(std::span(means)));
+    for (const auto& bytes : all)
+      for (std::size_t at = 0; at + sizeof(float) <= bytes.size(); at += sizeof(float))
+        identical = identical && std::memcmp(bytes.data() + at, &means.front(), sizeof(float)) == 0;
+    across = std::to_string(global_n) + " devices on " + std::to_string(session->world_size()) + " processes";
+  }
+#endif
   const bool fell = loss < 0.1f * first_loss;
-  std::printf("loss %.6f -> %.6f (%s); parameters %s across %zu devices\n", static_cast<double>(first_loss),
-              static_cast<double>(loss), fell ? "fell" : "DID NOT FALL", identical ? "identical" : "DIFFER", n);
+  if (rank0)
+    std::printf("loss %.6f -> %.6f (%s); parameters %s across %s\n", static_cast<double>(first_loss),
+                static_cast<double>(loss), fell ? "fell" : "DID NOT FALL", identical ? "identical" : "DIFFER",
+                across.c_str());
+  std::fflush(stdout);
   return fell && identical ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options opt = parse(argc, argv);
+#ifdef XDEV_DEMO_WITH_MPI
+  if (launched_as_one_of_several()) {
+    dist::Session session = dist::init();  // before any device is used
+    // The default: 4 host devices in all (2 per process with -np 2), at least one each.
+    const std::uint32_t per = session.world_size() < 4 ? 4 / session.world_size() : 1;
+    ::setenv("XDEV_HOST_DEVICES", std::to_string(per).c_str(), /*overwrite=*/0);
+    int status = 2;
+    try {
+      status = train(opt, &session);
+    } catch (const std::exception& e) {
+      // Report, then end the whole job: the other processes would wait for this one.
+      std::cerr << "data_parallel_linear: rank " << session.rank() << ": " << e.what() << std::endl;
+      session.abort(2, "data_parallel_linear failed");
+    }
+    return status;
+  }
+#endif
+  ::setenv("XDEV_HOST_DEVICES", "4", /*overwrite=*/0);  // the default mesh: 4 host devices
+  return train(opt, nullptr);
 } catch (const std::exception& e) {
   std::cerr << "data_parallel_linear: " << e.what() << '\n';
   return 2;

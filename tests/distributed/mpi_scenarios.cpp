@@ -8,8 +8,13 @@
 //                the terminate handler must abort the job at once
 //   exit         rank 1 calls std::exit(0) without ending its session: the job must end at once,
 //                with a non-zero status
+//   all_reduce_stall  as stall, for an all_reduce of device arrays over a GlobalMesh (two host
+//                devices per rank): rank 1 sleeps, rank 0 must be told that rank 1 has not arrived
 //   group_rank   each rank sets a GROUP_RANK of its own on one host: init must fail on every
 //                rank, naming the variable and the ranks
+#include <xdev/backends/host.hpp>
+#include <xdev/device/runtime.hpp>
+#include <xdev/distributed/global_mesh.hpp>
 #include <xdev/distributed/mpi.hpp>
 
 #include <chrono>
@@ -19,6 +24,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 namespace dist = xdev::distributed;
 using Clock = std::chrono::steady_clock;
@@ -62,6 +68,32 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     session.abort(2, "scenario stall failed");
   }
+  if (scenario == "all_reduce_stall") {
+    xdev::Runtime<xdev::backends::Host> rt(xdev::RuntimeOptions{}, xdev::backends::Host::Options{.devices = 2});
+    const dist::GlobalMesh mesh(session, {xdev::AnyDevice(rt.device(0)), xdev::AnyDevice(rt.device(1))}, "data");
+    std::vector<xdev::AnyArray<float>> grads;
+    for (const auto& d : mesh.local_mesh().devices()) grads.push_back(xdev::empty<float>(d, {256}));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(20));
+      dist::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean);
+      return 0;
+    }
+    const auto start = Clock::now();
+    try {
+      dist::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean, std::chrono::milliseconds(500));
+    } catch (const xdev::error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      const bool named = std::string(e.what()).find("rank 1 of 2 has not arrived") != std::string::npos;
+      std::printf("scenario all_reduce_stall: rank %u %s after %lld ms: %s\n", rank,
+                  e.condition() == xdev::errc::deadline_exceeded && named && ms >= 500 && ms < 2000 ? "OK" : "WRONG",
+                  static_cast<long long>(ms), e.what());
+      std::fflush(stdout);
+      return 0;  // the failed session aborts the job
+    }
+    std::printf("scenario all_reduce_stall: rank %u WRONG: the all_reduce completed\n", rank);
+    std::fflush(stdout);
+    session.abort(2, "scenario all_reduce_stall failed");
+  }
   if (scenario == "throw") {
     if (rank == 1) throw std::runtime_error("scenario throw: boom on rank 1");
     session.barrier();
@@ -72,6 +104,7 @@ int main(int argc, char** argv) {
     session.barrier();
     return 0;
   }
-  std::fprintf(stderr, "unknown scenario \"%s\"; accepted: stall, throw, exit, group_rank\n", argv[argc > 1 ? 1 : 0]);
+  std::fprintf(stderr, "unknown scenario \"%s\"; accepted: stall, all_reduce_stall, throw, exit, group_rank\n",
+               argv[argc > 1 ? 1 : 0]);
   return 2;
 }

@@ -5,14 +5,19 @@
 #include <xdev/any/registry.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
+#include <xdev/distributed/global_mesh.hpp>
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
+#include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/mesh.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -152,6 +157,154 @@ TEST(Broadcast, TypedArray) {
   std::vector<std::int64_t> back(100);
   rt.device(0).copy_to_host(a.buffer(), std::span(back)).get();
   for (auto v : back) ASSERT_EQ(v, 42);
+}
+
+// ---- GlobalMesh and all_reduce across processes ----------------------------------------------
+
+// Eight host devices of this test's own (whatever XDEV_HOST_DEVICES says).
+std::vector<xdev::AnyDevice> host_devices(std::size_t n) {
+  static xdev::Runtime<xdev::backends::Host> rt(xdev::RuntimeOptions{}, xdev::backends::Host::Options{.devices = 8});
+  std::vector<xdev::AnyDevice> out;
+  for (std::size_t i = 0; i < n; ++i) out.emplace_back(rt.device(i));
+  return out;
+}
+
+TEST(GlobalMesh, RankMajorIdsAndLabels) {
+  // Rank r contributes 1 + r % 2 devices: the ranks need not have the same number.
+  const std::size_t mine = 1 + rank() % 2;
+  const dist::GlobalMesh mesh(*session, xdev::spmd::Mesh(host_devices(mine), "data"));
+  std::size_t total = 0;
+  for (std::uint32_t r = 0; r < size(); ++r) {
+    EXPECT_EQ(mesh.first_index_of(r), total);
+    EXPECT_EQ(mesh.size_of(r), 1 + r % 2);
+    for (std::size_t i = 0; i < 1 + r % 2; ++i) {
+      EXPECT_EQ(mesh.device_label(total + i), "rank " + std::to_string(r) + " / HOST:" + std::to_string(i));
+      EXPECT_EQ(mesh.rank_of(total + i), r);
+    }
+    total += 1 + r % 2;
+  }
+  EXPECT_EQ(mesh.size(), total);
+  EXPECT_EQ(mesh.local_size(), mine);
+  EXPECT_EQ(mesh.axis_name(), "data");
+  for (std::size_t i = 0; i < mine; ++i) EXPECT_EQ(mesh.global_index(i), mesh.first_index_of(rank()) + i);
+  EXPECT_THAT(mesh.to_string(),
+              HasSubstr("GlobalMesh(data=" + std::to_string(total) + " over " + std::to_string(size()) + " process"));
+  EXPECT_THAT(mesh.to_string(), HasSubstr("rank 0 / HOST:0"));
+  if (size() > 1) {
+    EXPECT_THAT(mesh.to_string(), HasSubstr("rank 0 / HOST:0, rank 1 / HOST:0, rank 1 / HOST:1"));
+  }
+  EXPECT_EQ(error_of([&] { (void)mesh.device_label(total); }).condition(), xdev::errc::invalid_argument);
+  EXPECT_EQ(error_of([&] { (void)mesh.global_index(mine); }).condition(), xdev::errc::invalid_argument);
+  // The free constructor uses the live session.
+  const dist::GlobalMesh again(xdev::spmd::Mesh(host_devices(mine), "data"));
+  EXPECT_EQ(again.device_labels(), mesh.device_labels());
+}
+
+TEST(GlobalMesh, DifferentAxisNamesFailOnEveryRank) {
+  if (size() < 2) GTEST_SKIP() << "needs a rank 1";
+  const auto e = error_of([&] { dist::GlobalMesh mesh(*session, host_devices(1), rank() == 1 ? "batch" : "data"); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), HasSubstr("rank 1 names the axis 'batch', rank 0 'data'"));
+  EXPECT_FALSE(session->failed());
+}
+
+// Global device g's input: integer-valued (exact in any order) or not.
+template <class T>
+std::vector<T> input_of(std::size_t g, std::size_t n, bool integers) {
+  std::vector<T> v(n);
+  for (std::size_t j = 0; j < n; ++j)
+    v[j] = integers ? static_cast<T>(static_cast<double>((g * 37 + j * 11) % 101) - 50.0)
+                    : static_cast<T>(std::sin(0.37 * static_cast<double>(g + 1) + 0.011 * static_cast<double>(j)) *
+                                     (1.0 + static_cast<double>(g)));
+  return v;
+}
+
+template <class T>
+std::vector<T> to_host(const xdev::AnyArray<T>& a) {
+  std::vector<T> v(a.size());
+  a.device().copy_to_host(a.buffer(), std::span<T>(v)).get();
+  return v;
+}
+
+// Runs all_reduce over a GlobalMesh of `local` devices per rank, and the same reduction over a
+// single-process mesh of all the global devices' inputs; checks the results.
+template <class T>
+void check_against_single_process(std::size_t local, xdev::spmd::ReduceOp op, bool integers) {
+  const std::size_t n = 1000;
+  const xdev::Shape shape{10, 100};
+  const dist::GlobalMesh mesh(*session, host_devices(local), "data");
+  std::vector<xdev::AnyArray<T>> arrays;
+  for (std::size_t i = 0; i < local; ++i) {
+    const auto& dev = mesh.local_mesh().device(i);
+    arrays.push_back(xdev::empty<T>(dev, shape));
+    const auto v = input_of<T>(mesh.global_index(i), n, integers);
+    dev.copy_to_device(std::span<const T>(v), arrays.back()).get();
+  }
+  dist::all_reduce(mesh, std::span(arrays), op);
+
+  // Every local device holds the same bits.
+  const std::vector<T> result = to_host(arrays[0]);
+  for (std::size_t i = 1; i < local; ++i)
+    ASSERT_EQ(std::memcmp(to_host(arrays[i]).data(), result.data(), n * sizeof(T)), 0);
+  // Every rank holds the same bits.
+  const auto all = session->rendezvous("all_reduce-result", std::as_bytes(std::span(result)));
+  for (std::uint32_t r = 1; r < size(); ++r)
+    ASSERT_EQ(std::memcmp(all[r].data(), all[0].data(), n * sizeof(T)), 0) << "rank " << r << " differs from rank 0";
+
+  // The single-process mesh over as many devices (at most 8: this test's runtime).
+  const std::size_t global = mesh.size();
+  ASSERT_LE(global, 8u);
+  const xdev::spmd::Mesh single(host_devices(global), "data");
+  std::vector<xdev::AnyArray<T>> reference;
+  for (std::size_t g = 0; g < global; ++g) {
+    reference.push_back(xdev::empty<T>(single.device(g), shape));
+    const auto v = input_of<T>(g, n, integers);
+    single.device(g).copy_to_device(std::span<const T>(v), reference.back()).get();
+  }
+  xdev::spmd::all_reduce(single, "data", std::span(reference), op).get();
+  const std::vector<T> expected = to_host(reference[0]);
+  for (std::size_t j = 0; j < n; ++j) {
+    if (integers) {
+      ASSERT_EQ(result[j], expected[j]) << "element " << j;
+    } else {
+      ASSERT_NEAR(result[j], expected[j], 1e-5 * (1.0 + std::abs(static_cast<double>(expected[j])))) << "element " << j;
+    }
+  }
+}
+
+TEST(GlobalAllReduce, FloatSumMeanMinMaxMatchTheSingleProcessMesh) {
+  const std::size_t local = size() <= 2 ? 2 : 1;  // at most 8 global devices (4 with -np 4)
+  for (bool integers : {true, false})
+    for (auto op : {xdev::spmd::ReduceOp::sum, xdev::spmd::ReduceOp::mean, xdev::spmd::ReduceOp::min,
+                    xdev::spmd::ReduceOp::max}) {
+      SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op) << (integers ? ", integers" : ""));
+      check_against_single_process<float>(local, op, integers);
+    }
+}
+
+TEST(GlobalAllReduce, DoubleAndOneDevicePerRank) {
+  for (bool integers : {true, false}) {
+    check_against_single_process<double>(1, xdev::spmd::ReduceOp::sum, integers);
+    check_against_single_process<double>(2, xdev::spmd::ReduceOp::mean, integers);
+  }
+}
+
+TEST(GlobalAllReduce, ShapeMismatchAcrossRanksFailsOnEveryRank) {
+  if (size() < 2) GTEST_SKIP() << "needs a rank 1";
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  std::vector<xdev::AnyArray<float>> a;
+  a.push_back(xdev::empty<float>(mesh.local_mesh().device(0), {rank() == 1 ? 3 : 4}));
+  const auto e = error_of([&] { dist::all_reduce(mesh, std::span(a), xdev::spmd::ReduceOp::sum); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(),
+              AllOf(HasSubstr("distributed::all_reduce: rank 0 has 4 elements"), HasSubstr("rank 1 has 3 elements")));
+  EXPECT_FALSE(session->failed());
+}
+
+TEST(GlobalAllReduce, HostSpan) {
+  std::vector<std::int64_t> v(100, rank() + 1);
+  dist::all_reduce(std::span(v), MPI_SUM);
+  for (auto x : v) ASSERT_EQ(x, static_cast<std::int64_t>(size()) * (size() + 1) / 2);
 }
 
 // Fails on the rank named by XDEV_TEST_FAIL_ON_RANK: how the test distributed.mpi.failure_on_one_rank

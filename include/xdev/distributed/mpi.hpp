@@ -1,6 +1,7 @@
 /// \file
 /// Multi-process runs over MPI: `xdev::distributed::init()` and the process-level collectives
-/// `barrier`, `rendezvous` and `broadcast_master_param`. The only xdev header that includes
+/// `barrier`, `rendezvous`, `broadcast_master_param` and `all_reduce` (of host memory; device arrays
+/// across processes: <xdev/distributed/global_mesh.hpp>). The only xdev header that includes
 /// <mpi.h>: link `xdev::mpi` (`find_package(xdev CONFIG REQUIRED COMPONENTS mpi)`). See
 /// docs/distributed.md.
 ///
@@ -88,11 +89,43 @@ inline void mpi_check(int rc, const char* call) {
 
 // What a session call is, as its arrival token says (the tokens' send buffers: static storage,
 // since the sends are never waited for).
-enum class Kind : int { init = 0, barrier = 1, rendezvous = 2, broadcast = 3, finalize = 4 };
-inline constexpr int kind_codes[] = {0, 1, 2, 3, 4};
-inline constexpr const char* kind_names[] = {"init", "barrier", "rendezvous", "broadcast_master_param", "finalize"};
+enum class Kind : int { init = 0, barrier = 1, rendezvous = 2, broadcast = 3, finalize = 4, all_reduce = 5 };
+inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5};
+inline constexpr const char* kind_names[] = {"init",     "barrier",   "rendezvous", "broadcast_master_param",
+                                             "finalize", "all_reduce"};
 inline const char* name_of(int kind) {
-  return kind >= 0 && kind < 5 ? kind_names[kind] : "an unknown call";
+  return kind >= 0 && kind < 6 ? kind_names[kind] : "an unknown call";
+}
+
+template <class T>
+inline constexpr bool always_false = false;
+
+// The MPI datatype of the element types `Session::all_reduce` takes.
+template <class T>
+MPI_Datatype mpi_datatype() {
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return MPI_INT32_T;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return MPI_UINT32_T;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return MPI_INT64_T;
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return MPI_UINT64_T;
+  else
+    static_assert(always_false<T>,
+                  "distributed::all_reduce: the elements must be float, double, or 32- or 64-bit integers");
+}
+
+inline std::string mpi_op_name(MPI_Op op) {
+  if (op == MPI_SUM) return "MPI_SUM";
+  if (op == MPI_MIN) return "MPI_MIN";
+  if (op == MPI_MAX) return "MPI_MAX";
+  if (op == MPI_PROD) return "MPI_PROD";
+  return "another MPI_Op";
 }
 
 struct ProcessState {
@@ -335,6 +368,31 @@ class Session {
         "an array of shape " + to_string(a.shape()) + " (" + std::to_string(sizeof(T)) + "-byte elements)");
     drain_locked();
     if (placement_.rank != 0) a.device().copy_to_device(std::span<const T>(host), a.buffer()).get();
+  }
+
+  /// Reduces `data` element-wise across the ranks with the predefined MPI operation `op`
+  /// (`MPI_SUM`, `MPI_MIN`, `MPI_MAX`, ...), in place: every rank ends with the result
+  /// (`MPI_Iallreduce`, polled to the deadline). Elements: float, double, or 32- or 64-bit integers.
+  /// Every rank must pass the same number of elements and the same `op`. The host-memory building
+  /// block of the device-array reduction over a `GlobalMesh` (<xdev/distributed/global_mesh.hpp>).
+  /// \throws xdev::error `errc::invalid_argument` on every rank when the sizes or operations differ
+  ///         (naming the ranks); `errc::deadline_exceeded` / `errc::unavailable` as `barrier`.
+  template <class T>
+  void all_reduce(std::span<T> data, MPI_Op op, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    const MPI_Datatype type = detail::mpi_datatype<T>();
+    std::lock_guard lock(mutex_);
+    Op call = begin_locked(detail::Kind::all_reduce, timeout);
+    agree_locked(call, "all_reduce", data.size_bytes(),
+                 std::to_string(data.size()) + " elements of " + std::to_string(sizeof(T)) + " bytes, " +
+                     detail::mpi_op_name(op));
+    constexpr std::size_t chunk = (std::size_t{1} << 30) / sizeof(T);  // MPI counts are ints
+    for (std::size_t at = 0; at < data.size(); at += chunk) {
+      const auto count = static_cast<int>(std::min(chunk, data.size() - at));
+      MPI_Request req = MPI_REQUEST_NULL;
+      detail::mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, count, type, op, comm_, &req), "MPI_Iallreduce");
+      wait_locked(call, req, "MPI_Iallreduce");
+    }
+    drain_locked();
   }
 
   /// Aborts the whole job now (`MPI_Abort` with `status`), after printing `why` to stderr.
@@ -593,15 +651,15 @@ class Session {
     return out;
   }
 
-  // Rank 0's `data` to every rank, after checking that every rank has the same `description`
-  // and size.
-  void broadcast_locked(const Op& op, std::span<std::byte> data, const std::string& description) {
+  // Checks that every rank passed the same `description` and size to call `name`; throws
+  // invalid_argument on every rank otherwise.
+  void agree_locked(const Op& op, const char* name, std::size_t bytes, const std::string& description) {
     struct Header {
       std::uint64_t bytes;
       char description[120];
     };
     Header mine{};
-    mine.bytes = data.size();
+    mine.bytes = bytes;
     std::strncpy(mine.description, description.c_str(), sizeof mine.description - 1);
     std::vector<Header> all(placement_.world_size);
     MPI_Request req = MPI_REQUEST_NULL;
@@ -615,9 +673,16 @@ class Session {
         mismatch += "; rank " + std::to_string(r) + " has " + all[r].description + " (" + std::to_string(all[r].bytes) +
                     " bytes)";
     if (!mismatch.empty())
-      throw error(errc::invalid_argument, "distributed::broadcast_master_param: rank 0 has " +
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": rank 0 has " +
                                               std::string(all[0].description) + " (" + std::to_string(all[0].bytes) +
                                               " bytes)" + mismatch + " (every rank must pass the same)");
+  }
+
+  // Rank 0's `data` to every rank, after checking that every rank has the same `description`
+  // and size.
+  void broadcast_locked(const Op& op, std::span<std::byte> data, const std::string& description) {
+    agree_locked(op, "broadcast_master_param", data.size(), description);
+    MPI_Request req = MPI_REQUEST_NULL;
     constexpr std::size_t chunk = std::size_t{1} << 30;  // MPI counts are ints
     for (std::size_t at = 0; at < data.size(); at += chunk) {
       const auto count = static_cast<int>(std::min(chunk, data.size() - at));
@@ -688,6 +753,13 @@ void broadcast_master_param(std::span<T> data, std::optional<std::chrono::millis
 template <class T, class B>
 void broadcast_master_param(Array<T, B>& a, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
   detail::current_or_throw("broadcast_master_param").broadcast_master_param(a, timeout);
+}
+
+/// `Session::all_reduce` of the live session: `data` reduced with `op` across the ranks, in place.
+/// \throws xdev::error `errc::unavailable` when there is none, else as the member.
+template <class T>
+void all_reduce(std::span<T> data, MPI_Op op, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+  detail::current_or_throw("all_reduce").all_reduce(data, op, timeout);
 }
 
 }  // namespace xdev::distributed
