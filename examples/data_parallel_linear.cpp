@@ -208,7 +208,7 @@ int train(const Options& opt, [[maybe_unused]] dist::Session* session) {
     }
 #ifdef XDEV_DEMO_WITH_MPI
     if (global)  // the mean over every device of every process
-      dist::all_reduce(*global, std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean);
+      dist::all_reduce(*global, std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean).get();
     else
 #endif
       spmd::all_reduce(mesh, "data", std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean).get();

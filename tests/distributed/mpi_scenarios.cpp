@@ -75,12 +75,12 @@ int main(int argc, char** argv) {
     for (const auto& d : mesh.local_mesh().devices()) grads.push_back(xdev::empty<float>(d, {256}));
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::seconds(20));
-      dist::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean);
+      dist::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean).get();
       return 0;
     }
     const auto start = Clock::now();
     try {
-      dist::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean, std::chrono::milliseconds(500));
+      dist::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean, std::chrono::milliseconds(500)).get();
     } catch (const xdev::error& e) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
       const bool named = std::string(e.what()).find("rank 1 of 2 has not arrived") != std::string::npos;

@@ -8,6 +8,7 @@
 #include <xdev/distributed/global_mesh.hpp>
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
+#include <xdev/ops/ops.hpp>
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/mesh.hpp>
 
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -240,7 +242,7 @@ void check_against_single_process(std::size_t local, xdev::spmd::ReduceOp op, bo
     const auto v = input_of<T>(mesh.global_index(i), n, integers);
     dev.copy_to_device(std::span<const T>(v), arrays.back()).get();
   }
-  dist::all_reduce(mesh, std::span(arrays), op);
+  dist::all_reduce(mesh, std::span(arrays), op).get();
 
   // Every local device holds the same bits.
   const std::vector<T> result = to_host(arrays[0]);
@@ -289,12 +291,37 @@ TEST(GlobalAllReduce, DoubleAndOneDevicePerRank) {
   }
 }
 
+// Asynchronous: collectives started back to back, with futures and a callback token, each complete
+// with its own result (they run one after another on the session's collectives thread).
+TEST(GlobalAllReduce, TakesCompletionTokensAndRunsCollectivesInTheOrderStarted) {
+  const dist::GlobalMesh mesh(*session, host_devices(2), "data");
+  const auto global = static_cast<float>(mesh.size());
+  std::vector<std::vector<xdev::AnyArray<float>>> sets(3);
+  for (std::size_t k = 0; k < sets.size(); ++k)
+    for (std::size_t i = 0; i < 2; ++i) {
+      const auto& dev = mesh.local_mesh().device(i);
+      sets[k].push_back(xdev::empty<float>(dev, {64}));
+      xdev::ops::fill(dev, sets[k].back(), static_cast<float>(k + 1)).get();
+    }
+  std::promise<void> second;
+  auto f0 = dist::all_reduce(mesh, std::span(sets[0]), xdev::spmd::ReduceOp::sum);
+  dist::all_reduce(mesh, std::span(sets[1]), xdev::spmd::ReduceOp::sum, std::nullopt,
+                   [&](std::exception_ptr ep) { ep ? second.set_exception(ep) : second.set_value(); });
+  auto f2 = dist::all_reduce(mesh, std::span(sets[2]), xdev::spmd::ReduceOp::max);
+  f0.get();
+  second.get_future().get();
+  f2.get();
+  EXPECT_EQ(to_host(sets[0][1]), std::vector<float>(64, 1.0f * global));
+  EXPECT_EQ(to_host(sets[1][0]), std::vector<float>(64, 2.0f * global));
+  EXPECT_EQ(to_host(sets[2][1]), std::vector<float>(64, 3.0f));
+}
+
 TEST(GlobalAllReduce, ShapeMismatchAcrossRanksFailsOnEveryRank) {
   if (size() < 2) GTEST_SKIP() << "needs a rank 1";
   const dist::GlobalMesh mesh(*session, host_devices(1), "data");
   std::vector<xdev::AnyArray<float>> a;
   a.push_back(xdev::empty<float>(mesh.local_mesh().device(0), {rank() == 1 ? 3 : 4}));
-  const auto e = error_of([&] { dist::all_reduce(mesh, std::span(a), xdev::spmd::ReduceOp::sum); });
+  const auto e = error_of([&] { dist::all_reduce(mesh, std::span(a), xdev::spmd::ReduceOp::sum).get(); });
   EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
   EXPECT_THAT(e.what(),
               AllOf(HasSubstr("distributed::all_reduce: rank 0 has 4 elements"), HasSubstr("rank 1 has 3 elements")));

@@ -6,7 +6,7 @@
 ///     xdev::distributed::GlobalMesh mesh(xdev::spmd::Mesh(xdev::accelerator::devices(), "data"));
 ///     std::cout << mesh;      // GlobalMesh(data=4 over 2 processes: rank 0 / HOST:0, rank 0 / HOST:1, ...)
 ///     std::vector<xdev::AnyArray<float>> grads = ...;   // one per LOCAL device, same shape
-///     xdev::distributed::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean);
+///     xdev::distributed::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean).get();
 ///
 /// **Global ids.** Every process contributes its local devices; the global index is rank-major
 /// (rank 0's devices first, each rank's in its local mesh order), so it is the same on every
@@ -16,17 +16,22 @@
 /// (`spmd::all_reduce`, ReduceOp sum for `mean`), local device 0's result is copied to the host,
 /// reduced across the processes with `MPI_Iallreduce` (`Session::all_reduce`, polled to the
 /// deadline, arrival tokens naming a missing rank), scaled by 1 / (global device count) for
-/// `mean`, and copied to every local device. It is **blocking** in this version: it returns
-/// when every local array holds the result.
+/// `mean`, and copied to every local device. It takes the usual completion tokens: the stages run
+/// on the session's collectives thread, so the caller goes on (`.get()` on the default future).
 #pragma once
 
 #include <xdev/any/any_device.hpp>
+#include <xdev/async/submit.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/mesh.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -192,48 +197,51 @@ class GlobalMesh {
   std::vector<std::string> labels_;   // per global device: "rank R / NAME"
 };
 
-/// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, all of the same shape
-/// on every rank) element-wise over every device of every rank with `op`, leaving the result in
-/// every array. `mean` divides by `mesh.size()`, the global device count. Every rank ends with
-/// the same bits. Elements: float, double (and, but for `mean`, 32- and 64-bit integers).
-/// **Blocking**: returns when the result is in every local array. The deadline (`timeout`, else
-/// `default_timeout()`) covers the whole call.
-///
-/// \throws xdev::error `errc::invalid_argument` for arrays that do not match the local mesh
-///         (only on that rank, before any MPI call: the other ranks then miss their deadline,
-///         naming it) and, on every rank, for shapes or ops that differ between ranks;
-///         `errc::deadline_exceeded` naming the ranks that never arrived (the session then
-///         fails, see mpi.hpp) or, from the local reduction, the local devices that did not
-///         complete; `errc::unavailable` when the session failed earlier; device errors.
+namespace detail {
+
+// What a validated all_reduce of device arrays runs: the ops of both stages and its deadline.
+struct AllReducePlan {
+  MPI_Op mpi_op = MPI_SUM;
+  spmd::ReduceOp local_op = spmd::ReduceOp::sum;
+  bool mean = false;
+  std::chrono::steady_clock::time_point deadline;
+
+  [[nodiscard]] std::chrono::milliseconds remaining() const {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  }
+};
+
+// Checks the arguments on this rank (nothing is started when they are wrong).
 template <class T>
-void all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
-                std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+AllReducePlan plan_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+                              std::optional<std::chrono::milliseconds> timeout) {
   constexpr const char* name = "distributed::all_reduce";
-  (void)detail::mpi_datatype<T>();  // the element-type check, at compile time
-  const spmd::Mesh& local = mesh.local_mesh();
+  (void)mpi_datatype<T>();  // the element-type check, at compile time
   const std::span<const AnyArray<T>> view(arrays.data(), arrays.size());
-  (void)spmd::detail::check_arrays<T>(name, "arrays", local, view);
+  (void)spmd::detail::check_arrays<T>(name, "arrays", mesh.local_mesh(), view);
   for (std::size_t i = 1; i < arrays.size(); ++i)
     if (arrays[i].shape() != arrays[0].shape())
       throw error(errc::invalid_argument, std::string(name) + ": arrays[" + std::to_string(i) + "] has shape " +
                                               to_string(arrays[i].shape()) + " but arrays[0] has " +
                                               to_string(arrays[0].shape()) + "; the arrays must have the same shape");
-  MPI_Op mpi_op = MPI_SUM;
-  spmd::ReduceOp local_op = spmd::ReduceOp::sum;
+  AllReducePlan plan;
   switch (op) {
     case spmd::ReduceOp::sum:
       break;
     case spmd::ReduceOp::mean:
       if constexpr (!std::is_floating_point_v<T>)
         throw error(errc::invalid_argument, std::string(name) + ": ReduceOp::mean needs floating-point elements");
+      plan.mean = true;
       break;
     case spmd::ReduceOp::min:
-      mpi_op = MPI_MIN;
-      local_op = spmd::ReduceOp::min;
+      plan.mpi_op = MPI_MIN;
+      plan.local_op = spmd::ReduceOp::min;
       break;
     case spmd::ReduceOp::max:
-      mpi_op = MPI_MAX;
-      local_op = spmd::ReduceOp::max;
+      plan.mpi_op = MPI_MAX;
+      plan.local_op = spmd::ReduceOp::max;
       break;
     default:
       throw error(errc::invalid_argument, std::string(name) + ": unknown ReduceOp value " +
@@ -243,23 +251,25 @@ void all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::Red
   if (total.count() <= 0)
     throw error(errc::invalid_argument,
                 std::string(name) + ": the timeout must be > 0, got " + std::to_string(total.count()) + " ms");
-  const auto deadline = std::chrono::steady_clock::now() + total;
-  auto remaining = [&] {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    return std::max(left, std::chrono::milliseconds(1));
-  };
+  plan.deadline = std::chrono::steady_clock::now() + total;
+  return plan;
+}
 
+// The three stages, waited for one after another (on the session's collectives thread).
+template <class T>
+void run_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, const AllReducePlan& plan) {
   // 1. Within the process.
   if (arrays.size() > 1)
-    spmd::all_reduce(local, mesh.axis_name(), arrays, local_op, spmd::CollectiveOptions{.timeout = remaining()}).get();
+    spmd::all_reduce(mesh.local_mesh(), mesh.axis_name(), arrays, plan.local_op,
+                     spmd::CollectiveOptions{.timeout = plan.remaining()})
+        .get();
 
   // 2. Across the processes, in host memory.
   std::vector<T> host(arrays[0].size());
   arrays[0].device().copy_to_host(arrays[0].buffer(), std::span<T>(host)).get();
-  mesh.session().all_reduce(std::span<T>(host), mpi_op, remaining());
-  if (op == spmd::ReduceOp::mean) {
-    if constexpr (std::is_floating_point_v<T>) {
+  mesh.session().all_reduce(std::span<T>(host), plan.mpi_op, plan.remaining());
+  if constexpr (std::is_floating_point_v<T>) {
+    if (plan.mean) {
       const T n = static_cast<T>(mesh.size());
       for (T& v : host) v /= n;
     }
@@ -275,6 +285,49 @@ void all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::Red
       if (!first) first = std::current_exception();
     }
   if (first) std::rethrow_exception(first);
+}
+
+}  // namespace detail
+
+/// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, all of the same shape
+/// on every rank) element-wise over every device of every rank with `op`, leaving the result in
+/// every array. `mean` divides by `mesh.size()`, the global device count. Every rank ends with
+/// the same bits. Elements: float, double (and, but for `mean`, 32- and 64-bit integers).
+///
+/// Asynchronous, with the usual completion tokens (`void(std::exception_ptr)`; the default
+/// `use_future` gives a `Future<void>`): the call checks its arguments and returns; the three
+/// stages run on the session's collectives thread (`Session::post`), one collective after another
+/// in the order they were started — every rank must start the same collectives in the same order.
+/// `arrays` (the span and the arrays) must stay alive until the completion (the mesh is copied).
+/// The deadline (`timeout`, else `default_timeout()`) covers the whole collective from this call on.
+///
+///     dist::all_reduce(mesh, std::span(grads), xdev::spmd::ReduceOp::mean).get();
+///
+/// \throws xdev::error `errc::invalid_argument` for arrays that do not match the local mesh (only
+///         on that rank, before anything starts: the other ranks then miss their deadline, naming
+///         it), a `mean` of integers, an unknown op or a timeout <= 0.
+/// Through the token: on every rank, `errc::invalid_argument` for shapes or ops that differ
+/// between ranks; `errc::deadline_exceeded` naming the ranks that never arrived (the session then
+/// fails, see mpi.hpp) or, from the local reduction, the local devices that did not complete;
+/// `errc::unavailable` when the session failed earlier; device errors.
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  const detail::AllReducePlan plan = detail::plan_all_reduce(mesh, arrays, op, timeout);
+  auto initiation = [&mesh, arrays, plan](auto handler) {
+    auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
+    mesh.session().post([mesh, arrays, plan, h = std::move(handler), work = std::move(work)]() mutable {
+      std::exception_ptr ep;
+      try {
+        detail::run_all_reduce(mesh, arrays, plan);
+      } catch (...) {
+        ep = std::current_exception();
+      }
+      xdev::detail::deliver(arrays[0].device().queue(), std::move(h), std::move(ep));
+      work.reset();
+    });
+  };
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(std::move(initiation), token);
 }
 
 }  // namespace xdev::distributed

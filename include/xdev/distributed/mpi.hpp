@@ -36,6 +36,7 @@
 #pragma once
 
 #include <xdev/any/registry.hpp>
+#include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/shape.hpp>
 #include <xdev/distributed/environment.hpp>
@@ -221,6 +222,7 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   ~Session() {
+    worker_.reset();  // the asynchronous collectives already started run to their end first
     {
       std::lock_guard lock(detail::process_state().mutex);
       detail::process_state().current = nullptr;
@@ -270,6 +272,11 @@ class Session {
   /// xdev's own duplicate of `MPI_COMM_WORLD` (its collectives run there). Use your own
   /// communicator for your own MPI calls.
   [[nodiscard]] MPI_Comm communicator() const noexcept { return comm_; }
+
+  /// Runs `job` on the session's collectives thread, after the jobs posted before it: what the
+  /// asynchronous collectives (`distributed::all_reduce` of device arrays) run on, one at a time
+  /// and in the order they were started — the order every rank must start them in. Thread-safe.
+  void post(HostTask job) { worker_->post(std::move(job)); }
   /// A collective missed its deadline: the job cannot go on, destroying the session aborts it.
   [[nodiscard]] bool failed() const {
     std::lock_guard lock(mutex_);
@@ -692,6 +699,8 @@ class Session {
   }
 
   int uncaught_at_start_ = 0;
+  // The collectives thread (`post`); joined first when the session ends.
+  std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
   bool owns_mpi_ = false;
   Placement placement_;
   MPI_Comm comm_ = MPI_COMM_NULL;

@@ -1,0 +1,144 @@
+// all_reduce across processes, run under mpirun (every rank runs the same benchmarks with the same
+// fixed iteration counts, as collectives require; rank 0 prints):
+//
+// all_reduce/xdev_vs_mpi/<bytes> (any number of processes): `distributed::all_reduce(sum)` of one
+//   f32 array per process (one host device each) over a `GlobalMesh` — device to host, MPI across
+//   the processes, host to device, with its deadline bookkeeping — against a raw
+//   `MPI_Allreduce(MPI_IN_PLACE)` of a host buffer of the same size. Goal: at least 0.9 of MPI's
+//   bandwidth from 1 MiB up (a time ratio of at most 1.11).
+// all_reduce/mesh4_vs_mpi4/<bytes> (mpirun -np 4): rank 0 alone runs `spmd::all_reduce(sum)` over a
+//   mesh of 4 host devices in its own process (the other ranks wait), against `MPI_Allreduce` of
+//   the same bytes over the 4 processes: one process with 4 devices against 4 processes with one.
+//
+//   mpirun -np 4 build/release/benchmarks/bench_distributed
+#include "support/ratio.hpp"
+
+#include <xdev/any/accelerator.hpp>
+#include <xdev/any/any_device.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/device/runtime.hpp>
+#include <xdev/distributed/global_mesh.hpp>
+#include <xdev/distributed/mpi.hpp>
+#include <xdev/ops/ops.hpp>
+#include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/mesh.hpp>
+
+#include <benchmark/benchmark.h>
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace dist = xdev::distributed;
+namespace spmd = xdev::spmd;
+using xdev::AnyArray;
+using xdev::AnyDevice;
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * KiB;
+
+// Iterations per repetition, the same on every rank (each iteration runs every side once; a side
+// runs `chunk` collectives).
+std::int64_t iterations_for(std::size_t bytes) {
+  return bytes >= 16 * MiB ? 5 : 20;
+}
+std::int64_t chunk_for(std::size_t bytes) {
+  return bytes >= MiB ? 1 : static_cast<std::int64_t>(MiB / bytes);
+}
+
+void xdev_vs_mpi(benchmark::State& st, std::size_t bytes) {
+  dist::Session& session = *dist::Session::current();
+  const std::size_t n = bytes / sizeof(float);
+  // One host device per process (XDEV_HOST_DEVICES=1, set in main), all of them in one mesh.
+  static dist::GlobalMesh mesh(session, xdev::accelerator::devices(), "data");
+  std::vector<AnyArray<float>> arrays;
+  arrays.push_back(xdev::empty<float>(mesh.local_mesh().device(0), {static_cast<std::int64_t>(n)}));
+  xdev::ops::fill(mesh.local_mesh().device(0), arrays[0], 0.0f).get();  // sums of zeros stay zeros
+  std::vector<float> host(n, 0.0f);
+  auto xdev_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i)
+      dist::all_reduce(mesh, std::span<AnyArray<float>>(arrays), spmd::ReduceOp::sum).get();
+  };
+  auto mpi_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i)
+      MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  };
+  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"mpi", mpi_side}}, chunk_for(bytes), 1,
+                              static_cast<double>(bytes));
+}
+
+void mesh4_vs_mpi4(benchmark::State& st, std::size_t bytes) {
+  dist::Session& session = *dist::Session::current();
+  if (session.world_size() != 4) {
+    st.SkipWithError("run under mpirun -np 4");
+    for (auto _ : st) {
+    }
+    return;
+  }
+  const std::size_t n = bytes / sizeof(float);
+  static xdev::Runtime<xdev::backends::Host> runtime({}, xdev::backends::Host::Options{.devices = 4});
+  std::vector<AnyDevice> devices;
+  for (std::size_t i = 0; i < 4; ++i) devices.emplace_back(runtime.device(i));
+  const spmd::Mesh mesh(devices, "data");
+  std::vector<AnyArray<float>> arrays;
+  if (session.rank() == 0)
+    for (const auto& d : devices) {
+      arrays.push_back(xdev::empty<float>(d, {static_cast<std::int64_t>(n)}));
+      xdev::ops::fill(d, arrays.back(), 0.0f).get();
+    }
+  std::vector<float> host(n, 0.0f);
+  auto mesh_side = [&](std::int64_t calls) {
+    if (session.rank() != 0) return;  // the others go on to the MPI side and wait there for rank 0
+    for (std::int64_t i = 0; i < calls; ++i)
+      spmd::all_reduce(mesh, "data", std::span<AnyArray<float>>(arrays), spmd::ReduceOp::sum).get();
+  };
+  auto mpi_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i)
+      MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  };
+  xdev_bench::run_interleaved(st, {{"mesh4", mesh_side}, {"mpi4", mpi_side}}, chunk_for(bytes), 1,
+                              static_cast<double>(bytes));
+}
+
+[[maybe_unused]] const int registered = [] {
+  using xdev_bench::Goal;
+  for (std::size_t bytes : {64 * KiB, 1 * MiB, 16 * MiB}) {
+    const std::string a = "all_reduce/xdev_vs_mpi/" + std::to_string(bytes);
+    benchmark::RegisterBenchmark("all_reduce/xdev_vs_mpi", xdev_vs_mpi, bytes)
+        ->Arg(static_cast<std::int64_t>(bytes))
+        ->Iterations(iterations_for(bytes))
+        ->UseManualTime();
+    xdev_bench::add_ratio({.label = a + " xdev/mpi",
+                           .benchmark = a,
+                           .subject = "xdev",
+                           .baseline = "mpi",
+                           .goal = bytes >= MiB ? Goal::at_most : Goal::none,
+                           .bound = 1.0 / 0.9,
+                           .unit = "all_reduce"});
+    const std::string b = "all_reduce/mesh4_vs_mpi4/" + std::to_string(bytes);
+    benchmark::RegisterBenchmark("all_reduce/mesh4_vs_mpi4", mesh4_vs_mpi4, bytes)
+        ->Arg(static_cast<std::int64_t>(bytes))
+        ->Iterations(iterations_for(bytes))
+        ->UseManualTime();
+    xdev_bench::add_ratio(
+        {.label = b + " mesh4/mpi4", .benchmark = b, .subject = "mesh4", .baseline = "mpi4", .unit = "all_reduce"});
+  }
+  return 0;
+}();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::setenv("XDEV_HOST_DEVICES", "1", /*overwrite=*/0);  // one host device per process
+  dist::Session session = dist::init();
+  if (session.rank() != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;  // rank 0 reports
+  return xdev_bench::run_main(argc, argv, {"--benchmark_repetitions=3"});
+}
