@@ -207,8 +207,8 @@ struct AllReducePlan {
   std::chrono::steady_clock::time_point deadline;
 
   [[nodiscard]] std::chrono::milliseconds remaining() const {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    // Rounded up: a stage's own deadline never ends before the collective's.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     return std::max(left, std::chrono::milliseconds(1));
   }
 };
@@ -264,10 +264,20 @@ void run_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, const
                      spmd::CollectiveOptions{.timeout = plan.remaining()})
         .get();
 
-  // 2. Across the processes, in host memory.
-  std::vector<T> host(arrays[0].size());
-  arrays[0].device().copy_to_host(arrays[0].buffer(), std::span<T>(host)).get();
-  mesh.session().all_reduce(std::span<T>(host), plan.mpi_op, plan.remaining());
+  // 2. Across the processes, in host memory: in place when local device 0's memory is host memory
+  // (the host backend), once the work submitted to its default stream before this collective has
+  // run (a marker event); else staged through a copy (ordered on that stream by itself).
+  const AnyDevice& first_device = arrays[0].device();
+  T* direct = static_cast<T*>(first_device.model().host_address(arrays[0].buffer().native_handle()));
+  std::vector<T> staging;
+  if (direct != nullptr) {
+    first_device.default_stream().record().wait();
+  } else {
+    staging.resize(arrays[0].size());
+    first_device.copy_to_host(arrays[0].buffer(), std::span<T>(staging)).get();
+  }
+  const std::span<T> host = direct != nullptr ? std::span<T>(direct, arrays[0].size()) : std::span<T>(staging);
+  mesh.session().all_reduce(host, plan.mpi_op, plan.remaining());
   if constexpr (std::is_floating_point_v<T>) {
     if (plan.mean) {
       const T n = static_cast<T>(mesh.size());
@@ -275,9 +285,11 @@ void run_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, const
     }
   }
 
-  // 3. Back to every local device (every copy waited for, the first error thrown).
+  // 3. Back to every local device (every copy waited for, the first error thrown); array 0
+  // already holds the result when it was reduced in place.
   std::vector<Future<void>> copies;
-  for (auto& a : arrays) copies.push_back(a.device().copy_to_device(std::span<const T>(host), a.buffer()));
+  for (std::size_t i = direct != nullptr ? 1 : 0; i < arrays.size(); ++i)
+    copies.push_back(arrays[i].device().copy_to_device(std::span<const T>(host), arrays[i].buffer()));
   std::exception_ptr first;
   for (auto& c : copies) try {
       c.get();

@@ -542,11 +542,14 @@ class Session {
     state.current = this;
   }
 
+  // Between two MPI_Test calls. MPI progresses a non-blocking collective inside MPI_Test, so a
+  // long sleep here stretches every step of a large reduction: yield for the first ~10^4 polls
+  // (milliseconds), then sleep briefly (a rank waiting long for a peer needs no core).
   static void backoff(int spins) {
-    if (spins < 64)
+    if (spins < 10000)
       std::this_thread::yield();
     else
-      std::this_thread::sleep_for(std::chrono::microseconds(spins < 2000 ? 20 : 500));
+      std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 200));
   }
 
   // Opens call number seq_+1 and tells every other rank that this one arrived.

@@ -88,6 +88,9 @@ class AnyDeviceModel {
   /// What the device is, for people: `Device<B>::description()` (asked each time: "" when the
   /// backend has no `device_description` hook).
   virtual std::string description() const = 0;
+  /// The host address of memory `h` when the backend's memory is host memory
+  /// (`concepts::HostAccessibleBackend`), else null.
+  virtual void* host_address(erased_handle h) const noexcept = 0;
 
   // Memory, through the device's caching allocator (statistics and limit included).
   virtual erased_handle allocate(std::size_t bytes) const = 0;
@@ -147,6 +150,12 @@ class DeviceModel final : public AnyDeviceModel {
         dev_(dev) {}
 
   std::string description() const override { return dev_.description(); }
+  void* host_address(erased_handle h) const noexcept override {
+    if constexpr (concepts::HostAccessibleBackend<B>)
+      return dev_.backend().host_address(unerase_handle<H>(h));
+    else
+      return (void)h, nullptr;
+  }
 
   erased_handle allocate(std::size_t bytes) const override { return erase_handle(dev_.allocator().allocate(bytes)); }
   void deallocate(erased_handle h, std::size_t bytes) const noexcept override {
