@@ -34,7 +34,6 @@
 #include <xdev/random/stream.hpp>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <cctype>
 #include <cstddef>
@@ -335,7 +334,7 @@ class OpenCL {
     cl_mem m = clCreateBuffer(contexts_[d.context].context, CL_MEM_READ_WRITE, want, nullptr, &err);
     if (err != CL_SUCCESS || m == nullptr) {
       d.allocated -= want;
-      if (detail_is_oom(err) || err == CL_INVALID_BUFFER_SIZE)
+      if (cl_errc(err) == xdev::errc::out_of_memory || err == CL_INVALID_BUFFER_SIZE)
         throw xdev::error(xdev::errc::out_of_memory,
                           d.label + " cannot allocate " + std::to_string(bytes) + " bytes: clCreateBuffer failed: " +
                               std::string(cl_error_name(err)) + " (" + std::to_string(err) + ")");
@@ -687,8 +686,6 @@ class OpenCL {
   // No event wanted from an enqueue (a command in the middle of a submission).
   struct NoEvent {};
   static constexpr NoEvent no_event{};
-
-  static bool detail_is_oom(cl_int err) noexcept { return cl_errc(err) == xdev::errc::out_of_memory; }
 
   Dev& dev(std::size_t device) {
     if (device >= devices_.size())

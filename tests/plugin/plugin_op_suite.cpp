@@ -14,5 +14,24 @@ struct OpenCL {
 };
 }  // namespace
 
+// DiscoveredPluginTarget<N>, the by-position form of PluginTarget: the N-th plugin of the search
+// path, or unavailable with the reason.
+TEST(DiscoveredPluginTarget, IsTheNthPluginOfTheSearchPathOrSaysWhyNot) {
+  EXPECT_EQ(xdev::testing::DiscoveredPluginTarget<0>::name(), "PLUGIN0");
+  std::string why;
+  const auto first = xdev::testing::DiscoveredPluginTarget<0>::devices(why);
+  const auto plugins = xdev::Registry::global().discovery().plugins();
+  ASSERT_FALSE(plugins.empty()) << "the build's plugins/ directory (XDEV_PLUGIN_PATH) has no plugin";
+  if (first.empty())  // that plugin cannot run here (OPENCL without a driver): the reason names it
+    EXPECT_THAT(why, ::testing::HasSubstr("plugin " + std::string(plugins[0]->name())));
+  else
+    EXPECT_EQ(first[0].type_name(), plugins[0]->name());
+
+  why.clear();
+  EXPECT_TRUE(xdev::testing::DiscoveredPluginTarget<1000>::devices(why).empty());
+  EXPECT_THAT(why, ::testing::HasSubstr("plugin #1000 does not exist: " + std::to_string(plugins.size()) +
+                                        " plugin(s) found in the search path"));
+}
+
 XDEV_INSTANTIATE_OP_SUITE(
     plugins, xdev::testing::Targets<xdev::testing::PluginTarget<Ref>, xdev::testing::PluginTarget<OpenCL>>);

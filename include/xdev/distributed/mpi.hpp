@@ -54,6 +54,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,8 +95,9 @@ enum class Kind : int { init = 0, barrier = 1, rendezvous = 2, broadcast = 3, fi
 inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5};
 inline constexpr const char* kind_names[] = {"init",     "barrier",   "rendezvous", "broadcast_master_param",
                                              "finalize", "all_reduce"};
+static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a token for every Kind");
 inline const char* name_of(int kind) {
-  return kind >= 0 && kind < 6 ? kind_names[kind] : "an unknown call";
+  return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";
 }
 
 template <class T>
