@@ -80,6 +80,41 @@ TEST(Init, SecondInitIsRefused) {
   EXPECT_THAT(e.what(), HasSubstr("a session already exists"));
 }
 
+// Open MPI's MPI_Iallreduce algorithm as libnbc will use it, read through MPI_T; -1 when this MPI
+// has no such variable.
+int iallreduce_algorithm() {
+  int level = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS) return -1;
+  int value = -1;
+  int index = -1;
+  MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+  int count = 0;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    MPI_T_cvar_read(handle, &value);
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+// init selects libnbc's reduce-scatter + allgather MPI_Iallreduce (3) when nothing chose one; an
+// algorithm the environment chose stays (distributed.mpi.algorithm_chosen_by_user sets one), and
+// so does libnbc's own choice (0) with `Options::tune_collectives = false`
+// (distributed.mpi.untuned, XDEV_TEST_TUNE_COLLECTIVES=0).
+TEST(Init, SelectsTheBandwidthOptimalIallreduceUnlessOneWasChosen) {
+  const int value = iallreduce_algorithm();
+  if (value < 0) GTEST_SKIP() << "this MPI has no coll_libnbc_iallreduce_algorithm (not Open MPI)";
+  const char* chosen = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  const char* tune = std::getenv("XDEV_TEST_TUNE_COLLECTIVES");
+  if (chosen != nullptr)
+    EXPECT_EQ(std::to_string(value), chosen);
+  else if (tune != nullptr && std::string(tune) == "0")
+    EXPECT_EQ(value, 0);
+  else
+    EXPECT_EQ(value, 3);
+}
+
 TEST(Barrier, Repeated) {
   for (int i = 0; i < 20; ++i) session->barrier();
   dist::barrier(std::chrono::seconds(5));  // the free function: the live session
@@ -363,7 +398,9 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  dist::Session s = dist::init({.timeout = std::chrono::seconds(30)});
+  const char* tune = std::getenv("XDEV_TEST_TUNE_COLLECTIVES");
+  dist::Session s = dist::init(
+      {.timeout = std::chrono::seconds(30), .tune_collectives = tune == nullptr || std::string(tune) != "0"});
   session = &s;
   dist::set_default_timeout(std::chrono::seconds(30));
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();

@@ -178,6 +178,34 @@ inline bool mpi_active() noexcept {
   std::abort();
 }
 
+// Open MPI's libnbc, which runs MPI_Iallreduce, picks a binomial tree (reduce to rank 0, then
+// broadcast: every byte crosses twice, one rank at a time) for every in-place reduction and for
+// fewer than 4 processes, whatever the size: about half the bandwidth of the blocking
+// MPI_Allreduce. Unless something chose an algorithm already (the variable is not "ignore" = 0),
+// select the reduce-scatter + allgather one (3, "rabenseifner"; libnbc itself falls back to its
+// ring when there are fewer elements than processes). A control variable of MPI_T, written on
+// every rank during init; a no-op with an MPI that has no such variable. Returns the value now in
+// effect, or -1 when there is no such variable.
+inline int select_open_mpi_iallreduce_algorithm() noexcept {
+  constexpr int ignore = 0;
+  constexpr int reduce_scatter_allgather = 3;
+  int level = 0;
+  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS) return -1;
+  int value = -1;
+  int index = -1;
+  MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
+  int count = 0;
+  if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    if (count == 1 && MPI_T_cvar_read(handle, &value) == MPI_SUCCESS && value == ignore &&
+        MPI_T_cvar_write(handle, &reduce_scatter_allgather) == MPI_SUCCESS)
+      MPI_T_cvar_read(handle, &value);
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return value;
+}
+
 inline std::string list_ranks(const std::vector<std::uint32_t>& ranks) {
   std::string out;
   for (std::uint32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
@@ -207,6 +235,12 @@ struct Options {
   /// Call `Registry::global().configure_multiprocess` with this process's placement, so that each
   /// backend's client takes this local rank's share of the host's devices.
   bool configure_registry = true;
+  /// When `init` initialises MPI itself and it is Open MPI: select the reduce-scatter + allgather
+  /// algorithm of `MPI_Iallreduce` (libnbc's `coll_libnbc_iallreduce_algorithm` = 3) unless the
+  /// environment or an MCA parameter file chose one. libnbc's own choice for in-place reductions
+  /// and for fewer than 4 processes is a binomial tree with half the bandwidth. Process-wide:
+  /// it applies to the program's own `MPI_Iallreduce` calls too. See docs/distributed.md.
+  bool tune_collectives = true;
 };
 
 class Session;
@@ -447,6 +481,7 @@ class Session {
       if (initialized == 0) {
         detail::mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
         state.xdev_initialized_mpi = true;
+        if (options.tune_collectives) (void)detail::select_open_mpi_iallreduce_algorithm();
         if (!state.terminate_installed) {
           state.previous_terminate = std::set_terminate(&detail::on_terminate);
           state.terminate_installed = true;
