@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -266,7 +267,20 @@ TEST(Selection, APluginAskedForByNameThatFailsIsAnError) {
 // ---- accelerator functions (the process-wide registry: these tests set the environment before
 // its first use, so each must run in a process of its own, as CTest runs them) ------------------
 
+// Restores this thread's current device (set_current_device has no public undo) at scope exit.
+class ScopedCurrentDevice {
+ public:
+  ScopedCurrentDevice() : previous_(xdev::accelerator::detail::current) {}
+  ~ScopedCurrentDevice() { xdev::accelerator::detail::current = std::move(previous_); }
+  ScopedCurrentDevice(const ScopedCurrentDevice&) = delete;
+  ScopedCurrentDevice& operator=(const ScopedCurrentDevice&) = delete;
+
+ private:
+  std::optional<xdev::AnyDevice> previous_;
+};
+
 TEST(Accelerator, FollowTheSelectedBackend) {
+  ScopedCurrentDevice restore;
   ScopedEnv path("XDEV_PLUGIN_PATH", fixture_dir("good").string());
   ScopedEnv device("XDEV_DEVICE", "GOOD");
   namespace acc = xdev::accelerator;
