@@ -12,6 +12,8 @@
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/mesh.hpp>
 
+#include "../support/manual_backend.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -367,6 +369,252 @@ TEST(GlobalAllReduce, HostSpan) {
   std::vector<std::int64_t> v(100, rank() + 1);
   dist::all_reduce(std::span(v), MPI_SUM);
   for (auto x : v) ASSERT_EQ(x, static_cast<std::int64_t>(size()) * (size() + 1) / 2);
+}
+
+// ---- all_gather, reduce_scatter and broadcast across processes ------------------------------------
+
+// Devices whose memory is not host memory (copies complete inline): the staged paths.
+std::vector<xdev::AnyDevice> manual_devices(std::size_t n) {
+  static xdev::Runtime<xdev_test::ManualBackend> rt({}, 4, xdev_test::ManualBackend::Mode::inline_completion);
+  std::vector<xdev::AnyDevice> out;
+  for (std::size_t i = 0; i < n; ++i) out.emplace_back(rt.device(i));
+  return out;
+}
+
+// One array of `shape` per local device of `mesh`, holding `fill(global index)`.
+template <class T, class Fill>
+std::vector<xdev::AnyArray<T>> local_arrays(const dist::GlobalMesh& mesh, const xdev::Shape& shape, Fill fill) {
+  std::vector<xdev::AnyArray<T>> out;
+  for (std::size_t i = 0; i < mesh.local_size(); ++i) {
+    const auto& dev = mesh.local_mesh().device(i);
+    out.push_back(xdev::empty<T>(dev, shape));
+    const std::vector<T> v = fill(mesh.global_index(i));
+    dev.copy_to_device(std::span<const T>(v), out.back()).get();
+  }
+  return out;
+}
+
+// A vector of the one array `a` (arrays are move-only: no initializer lists).
+template <class T>
+std::vector<xdev::AnyArray<T>> just(xdev::AnyArray<T> a) {
+  std::vector<xdev::AnyArray<T>> v;
+  v.push_back(std::move(a));
+  return v;
+}
+
+// The local devices of the collectives below: host or manual, and 1 + rank % 2 of them (ranks
+// need not have the same number).
+std::vector<xdev::AnyDevice> devices_for(bool host) {
+  const std::size_t n = size() <= 2 ? 1 + rank() % 2 : 1;
+  return host ? host_devices(n) : manual_devices(n);
+}
+
+TEST(GlobalCollectives, AllGatherConcatenatesInGlobalOrder) {
+  for (bool host : {true, false}) {
+    SCOPED_TRACE(host ? "host memory" : "staged");
+    const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+    const auto g_count = static_cast<std::int64_t>(mesh.size());
+    const auto in = local_arrays<float>(mesh, {2, 3}, [](std::size_t g) { return input_of<float>(g, 6, false); });
+    std::vector<xdev::AnyArray<float>> out;
+    for (std::size_t i = 0; i < mesh.local_size(); ++i)
+      out.push_back(xdev::empty<float>(mesh.local_mesh().device(i), {2 * g_count, 3}));
+    dist::all_gather(mesh, std::span<const xdev::AnyArray<float>>(in), std::span(out)).get();
+    std::vector<float> expected;
+    for (std::size_t g = 0; g < mesh.size(); ++g) {
+      const auto v = input_of<float>(g, 6, false);
+      expected.insert(expected.end(), v.begin(), v.end());
+    }
+    for (const auto& o : out) ASSERT_EQ(to_host(o), expected);
+  }
+}
+
+TEST(GlobalCollectives, ReduceScatterMatchesTheSingleProcessMesh) {
+  for (bool host : {true, false})
+    for (auto op : {xdev::spmd::ReduceOp::sum, xdev::spmd::ReduceOp::mean, xdev::spmd::ReduceOp::min,
+                    xdev::spmd::ReduceOp::max}) {
+      SCOPED_TRACE(::testing::Message() << (host ? "host memory" : "staged") << ", op " << static_cast<int>(op));
+      const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+      const std::size_t global = mesh.size();
+      const xdev::Shape shape{static_cast<std::int64_t>(4 * global), 5};
+      const std::size_t n = 20 * global;
+      const auto in = local_arrays<double>(mesh, shape, [&](std::size_t g) { return input_of<double>(g, n, true); });
+      std::vector<xdev::AnyArray<double>> out;
+      for (std::size_t i = 0; i < mesh.local_size(); ++i)
+        out.push_back(xdev::empty<double>(mesh.local_mesh().device(i), {4, 5}));
+      dist::reduce_scatter(mesh, std::span<const xdev::AnyArray<double>>(in), std::span(out), op).get();
+
+      // The single-process mesh over as many devices (integer-valued data: exact in any order).
+      const xdev::spmd::Mesh single(host_devices(global), "data");
+      std::vector<xdev::AnyArray<double>> ref_in;
+      std::vector<xdev::AnyArray<double>> ref_out;
+      for (std::size_t g = 0; g < global; ++g) {
+        ref_in.push_back(xdev::empty<double>(single.device(g), shape));
+        const auto v = input_of<double>(g, n, true);
+        single.device(g).copy_to_device(std::span<const double>(v), ref_in.back()).get();
+        ref_out.push_back(xdev::empty<double>(single.device(g), {4, 5}));
+      }
+      xdev::spmd::reduce_scatter(single, "data", std::span<const xdev::AnyArray<double>>(ref_in), std::span(ref_out),
+                                 op)
+          .get();
+      for (std::size_t i = 0; i < mesh.local_size(); ++i)
+        ASSERT_EQ(to_host(out[i]), to_host(ref_out[mesh.global_index(i)])) << "local device " << i;
+    }
+}
+
+TEST(GlobalCollectives, AllReduceThroughStagedMemory) {
+  const dist::GlobalMesh mesh(*session, devices_for(false), "data");
+  auto arrays = local_arrays<float>(mesh, {6}, [](std::size_t g) { return input_of<float>(g, 6, true); });
+  dist::all_reduce(mesh, std::span(arrays), xdev::spmd::ReduceOp::sum).get();
+  std::vector<float> expected(6, 0.0f);
+  for (std::size_t g = 0; g < mesh.size(); ++g) {
+    const auto v = input_of<float>(g, 6, true);
+    for (std::size_t j = 0; j < 6; ++j) expected[j] += v[j];
+  }
+  for (const auto& a : arrays) ASSERT_EQ(to_host(a), expected);
+}
+
+// A local device that never completes its copy: the collective fails on this rank at its
+// deadline, naming the copy, before it enters MPI (so the session stays usable); the copy that
+// completes afterwards writes into memory that is still alive. Singleton run only: with peers,
+// they would then miss their deadline and the job would abort, by design.
+TEST(GlobalCollectives, AStalledLocalCopyMissesTheDeadlineNamingIt) {
+  if (size() != 1) GTEST_SKIP() << "the singleton run checks this";
+  xdev::Runtime<xdev_test::ManualBackend> rt({}, 1, xdev_test::ManualBackend::Mode::queued);
+  const dist::GlobalMesh mesh(*session, std::vector<xdev::AnyDevice>{xdev::AnyDevice(rt.device(0))}, "data");
+  auto in = just(xdev::empty<float>(mesh.local_mesh().device(0), {4}));
+  auto out = just(xdev::empty<float>(mesh.local_mesh().device(0), {4}));
+  auto done = dist::all_gather(mesh, std::span<const xdev::AnyArray<float>>(in), std::span(out),
+                               std::chrono::milliseconds(100));
+  const auto e = error_of([&] { done.get(); });
+  EXPECT_EQ(e.condition(), xdev::errc::deadline_exceeded);
+  EXPECT_THAT(e.what(), HasSubstr("distributed::all_gather: the deadline passed before this rank's devices "
+                                  "completed the copy from MANUAL:0"));
+  EXPECT_FALSE(session->failed());
+  EXPECT_GE(rt.backend().run_all(), 1u);  // the late copy lands in the collective's staging memory
+  rt.device(0).synchronize();
+}
+
+TEST(GlobalCollectives, ReduceScatterOfIntegersWraps) {
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  const auto global = static_cast<std::int64_t>(mesh.size());
+  const auto in = local_arrays<std::int32_t>(
+      mesh, {global}, [&](std::size_t) { return std::vector<std::int32_t>(mesh.size(), INT32_MAX); });
+  std::vector<xdev::AnyArray<std::int32_t>> out;
+  out.push_back(xdev::empty<std::int32_t>(mesh.local_mesh().device(0), {1}));
+  dist::reduce_scatter(mesh, std::span<const xdev::AnyArray<std::int32_t>>(in), std::span(out),
+                       xdev::spmd::ReduceOp::sum)
+      .get();
+  const auto wrapped = static_cast<std::int32_t>(static_cast<std::uint32_t>(INT32_MAX) * size());
+  EXPECT_EQ(to_host(out[0]), std::vector<std::int32_t>{wrapped});
+}
+
+TEST(GlobalCollectives, BroadcastFromEveryGlobalDevice) {
+  for (bool host : {true, false}) {
+    SCOPED_TRACE(host ? "host memory" : "staged");
+    const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+    for (std::size_t root = 0; root < mesh.size(); ++root) {
+      auto arrays =
+          local_arrays<std::int64_t>(mesh, {7}, [](std::size_t g) { return std::vector<std::int64_t>(7, 100 + g); });
+      dist::broadcast(mesh, std::span(arrays), static_cast<std::int64_t>(root)).get();
+      for (const auto& a : arrays)
+        ASSERT_EQ(to_host(a), std::vector<std::int64_t>(7, static_cast<std::int64_t>(100 + root))) << "root " << root;
+    }
+  }
+}
+
+TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  const auto& dev = mesh.local_mesh().device(0);
+  auto in = just(xdev::empty<float>(dev, {3}));
+  auto out = just(xdev::empty<float>(dev, {4}));
+  const std::span<const xdev::AnyArray<float>> cin(in);
+  auto e = error_of([&] { (void)dist::all_gather(mesh, cin, std::span(out)); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::all_gather: out[0] has shape [4] but gathering"));
+  if (mesh.size() > 1) {
+    e = error_of([&] { (void)dist::reduce_scatter(mesh, cin, std::span(out), xdev::spmd::ReduceOp::sum); });
+    EXPECT_THAT(e.what(), HasSubstr("must be divisible by " + std::to_string(mesh.size())));
+  }
+  e = error_of([&] { (void)dist::broadcast(mesh, std::span(in), static_cast<std::int64_t>(mesh.size())); });
+  EXPECT_THAT(e.what(), HasSubstr("root " + std::to_string(mesh.size()) + " is not a device of the mesh"));
+  e = error_of([&] { (void)dist::broadcast(mesh, std::span(in), 0, std::chrono::milliseconds(0)); });
+  EXPECT_THAT(e.what(), HasSubstr("the timeout must be > 0"));
+  auto ints = just(xdev::empty<std::int32_t>(dev, {static_cast<std::int64_t>(mesh.size())}));
+  auto int_out = just(xdev::empty<std::int32_t>(dev, {1}));
+  e = error_of([&] {
+    (void)dist::reduce_scatter(mesh, std::span<const xdev::AnyArray<std::int32_t>>(ints), std::span(int_out),
+                               xdev::spmd::ReduceOp::mean);
+  });
+  EXPECT_THAT(e.what(), HasSubstr("ReduceOp::mean needs floating-point elements"));
+  EXPECT_FALSE(session->failed());
+}
+
+TEST(GlobalCollectives, MismatchesAcrossRanksFailOnEveryRank) {
+  if (size() < 2) GTEST_SKIP() << "needs a rank 1";
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  const auto& dev = mesh.local_mesh().device(0);
+  const auto g_count = static_cast<std::int64_t>(mesh.size());
+  // Rank 1's blocks are [3, 2], everyone else's [2, 3]: same element count, other shape.
+  const xdev::Shape block = rank() == 1 ? xdev::Shape{3, 2} : xdev::Shape{2, 3};
+  auto in = just(xdev::empty<float>(dev, block));
+  auto out = just(xdev::empty<float>(dev, {block[0] * g_count, block[1]}));
+  auto e = error_of([&] { dist::all_gather(mesh, std::span<const xdev::AnyArray<float>>(in), std::span(out)).get(); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("distributed::all_gather: rank 0 has blocks of shape [2, 3]"),
+                              HasSubstr("rank 1 has blocks of shape [3, 2]")));
+  // Different roots.
+  e = error_of([&] { dist::broadcast(mesh, std::span(in), rank() == 1 ? 1 : 0).get(); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("distributed::broadcast: rank 0 has"), HasSubstr("root device 0"),
+                              HasSubstr("rank 1 has"), HasSubstr("root device 1")));
+  // Different ops.
+  auto rs_in = just(xdev::empty<float>(dev, {g_count}));
+  auto rs_out = just(xdev::empty<float>(dev, {1}));
+  e = error_of([&] {
+    dist::reduce_scatter(mesh, std::span<const xdev::AnyArray<float>>(rs_in), std::span(rs_out),
+                         rank() == 1 ? xdev::spmd::ReduceOp::max : xdev::spmd::ReduceOp::sum)
+        .get();
+  });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("MPI_SUM"), HasSubstr("rank 1 has"), HasSubstr("MPI_MAX")));
+  EXPECT_FALSE(session->failed());
+}
+
+// The host-memory building blocks, with ranks contributing different amounts.
+TEST(SessionCollectives, AllGatherReduceScatterAndBroadcastOfHostMemory) {
+  const std::size_t n = size();
+  // all_gather: rank r contributes r + 1 copies of r.
+  std::vector<std::int32_t> mine(rank() + 1, static_cast<std::int32_t>(rank()));
+  std::vector<std::int32_t> all(n * (n + 1) / 2);
+  session->all_gather(std::span<const std::int32_t>(mine), std::span(all));
+  std::vector<std::int32_t> expected;
+  for (std::uint32_t r = 0; r < n; ++r) expected.insert(expected.end(), r + 1, static_cast<std::int32_t>(r));
+  EXPECT_EQ(all, expected);
+
+  // reduce_scatter: rank r receives r + 1 elements of the sum.
+  std::vector<double> in(n * (n + 1) / 2);
+  std::iota(in.begin(), in.end(), 0.0);
+  std::vector<double> out(rank() + 1);
+  session->reduce_scatter(std::span<const double>(in), std::span(out), MPI_SUM);
+  const std::size_t first = static_cast<std::size_t>(rank()) * (rank() + 1) / 2;
+  for (std::size_t j = 0; j < out.size(); ++j) EXPECT_EQ(out[j], static_cast<double>(n * (first + j)));
+
+  // broadcast from the last rank.
+  std::vector<float> values(5, static_cast<float>(rank()));
+  session->broadcast(std::span(values), static_cast<std::uint32_t>(n - 1));
+  EXPECT_EQ(values, std::vector<float>(5, static_cast<float>(n - 1)));
+
+  // Wrong sizes are named on every rank.
+  std::vector<std::int32_t> short_all(all.size() + (rank() == 0 ? 1 : 0));
+  auto e = error_of([&] { session->all_gather(std::span<const std::int32_t>(mine), std::span(short_all)); });
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("distributed::all_gather: the ranks contribute " + std::to_string(all.size())),
+                              HasSubstr("rank 0's holds " + std::to_string(all.size() + 1))));
+  std::vector<double> big_out(rank() + 2);
+  e = error_of([&] { session->reduce_scatter(std::span<const double>(in), std::span(big_out), MPI_SUM); });
+  EXPECT_THAT(e.what(), HasSubstr("add up to " + std::to_string(in.size() + n) + ", but the input has " +
+                                  std::to_string(in.size())));
+  e = error_of([&] { session->broadcast(std::span(values), static_cast<std::uint32_t>(n)); });
+  EXPECT_THAT(e.what(), HasSubstr("root " + std::to_string(n) + " is not a rank of the job"));
+  EXPECT_FALSE(session->failed());
 }
 
 // Fails on the rank named by XDEV_TEST_FAIL_ON_RANK: how the test distributed.mpi.failure_on_one_rank

@@ -1,6 +1,7 @@
 /// \file
 /// `xdev::distributed::GlobalMesh`: a one-axis mesh of devices spanning the processes of an MPI
-/// job, and `all_reduce` of device arrays across it. Link `xdev::mpi`. See docs/distributed.md.
+/// job, and the collectives of device arrays across it (`all_reduce`, `all_gather`,
+/// `reduce_scatter`, `broadcast`). Link `xdev::mpi`. See docs/distributed.md.
 ///
 ///     xdev::distributed::Session session = xdev::distributed::init();
 ///     xdev::distributed::GlobalMesh mesh(xdev::spmd::Mesh(xdev::accelerator::devices(), "data"));
@@ -13,11 +14,13 @@
 /// rank, and device `g` prints as `rank R / NAME` (`device_label(g)`).
 ///
 /// **all_reduce** is hierarchical: the local arrays are reduced on the local mesh
-/// (`spmd::all_reduce`, ReduceOp sum for `mean`), local device 0's result is copied to the host,
-/// reduced across the processes with `MPI_Iallreduce` (`Session::all_reduce`, polled to the
-/// deadline, arrival tokens naming a missing rank), scaled by 1 / (global device count) for
-/// `mean`, and copied to every local device. It takes the usual completion tokens: the stages run
-/// on the session's collectives thread, so the caller goes on (`.get()` on the default future).
+/// (`spmd::all_reduce`, ReduceOp sum for `mean`), local device 0's result is reduced across the
+/// processes with `MPI_Iallreduce` (`Session::all_reduce`, polled to the deadline, arrival tokens
+/// naming a missing rank) — in place when its memory is host memory, else through a host copy —
+/// scaled by 1 / (global device count) for `mean`, and copied to every other local device. The
+/// other collectives likewise gather or combine the local arrays on the host, make one MPI call,
+/// and fan the result out. All take the usual completion tokens: the stages run on the session's
+/// collectives thread, so the caller goes on (`.get()` on the default future).
 #pragma once
 
 #include <xdev/any/any_device.hpp>
@@ -35,11 +38,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <future>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -199,40 +204,192 @@ class GlobalMesh {
 
 namespace detail {
 
-// What a validated all_reduce of device arrays runs: the ops of both stages and its deadline.
-struct AllReducePlan {
-  MPI_Op mpi_op = MPI_SUM;
-  spmd::ReduceOp local_op = spmd::ReduceOp::sum;
-  bool mean = false;
-  std::chrono::steady_clock::time_point deadline;
+// How the collectives over a GlobalMesh reach the Session's collective bodies (which take a
+// description of the arrays, so that a mismatch between ranks names their shapes).
+struct SessionAccess {
+  static void broadcast(Session& s, std::span<std::byte> data, std::uint32_t root, const std::string& description,
+                        std::chrono::milliseconds timeout) {
+    s.broadcast_impl(data, root, description, timeout);
+  }
+  static void all_gather(Session& s, std::span<const std::byte> mine, std::span<std::byte> all, std::size_t element,
+                         const std::string& description, std::chrono::milliseconds timeout) {
+    s.all_gather_impl(mine, all, element, description, timeout);
+  }
+  template <class T>
+  static void reduce_scatter(Session& s, std::span<const T> in, std::span<T> out, MPI_Op op,
+                             const std::string& description, std::chrono::milliseconds timeout) {
+    s.reduce_scatter_impl<T>(in, out, op, description, timeout);
+  }
+};
 
+// The deadline of one collective over a GlobalMesh, set when it is called.
+struct Deadline {
+  std::chrono::steady_clock::time_point at;
+
+  static Deadline after(const char* name, std::optional<std::chrono::milliseconds> timeout) {
+    const auto total = timeout.value_or(default_timeout());
+    if (total.count() <= 0)
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the timeout must be > 0, got " +
+                                              std::to_string(total.count()) + " ms");
+    return Deadline{std::chrono::steady_clock::now() + total};
+  }
   [[nodiscard]] std::chrono::milliseconds remaining() const {
     // Rounded up: a stage's own deadline never ends before the collective's.
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(at - std::chrono::steady_clock::now());
     return std::max(left, std::chrono::milliseconds(1));
   }
 };
 
-// Checks the arguments on this rank (nothing is started when they are wrong).
+// Device work a collective waits for (copies, stream markers), each completing through a callback
+// that also keeps `keep` (the host memory it reads or writes) alive: work that misses the
+// deadline cannot touch freed memory when it runs later.
+class PendingWork {
+ public:
+  explicit PendingWork(std::shared_ptr<void> keep = nullptr) : keep_(std::move(keep)) {}
+
+  // A completion handler `void(std::exception_ptr)` to pass as a token; `what` names the work.
+  auto handler(std::string what) {
+    std::size_t index = 0;
+    {
+      std::lock_guard lock(state_->mutex);
+      index = state_->pending.size();
+      state_->pending.push_back(std::move(what));
+    }
+    return [state = state_, keep = keep_, index](std::exception_ptr ep) {
+      std::lock_guard lock(state->mutex);
+      state->pending[index].clear();
+      ++state->done;
+      if (ep && !state->error) state->error = ep;
+      state->cv.notify_all();
+    };
+  }
+
+  // Waits for every handler; throws the first error, or `errc::deadline_exceeded` naming the
+  // work that had not completed when the deadline passed.
+  void wait(const char* name, const Deadline& deadline) {
+    std::unique_lock lock(state_->mutex);
+    const bool all = state_->cv.wait_until(lock, deadline.at, [&] { return state_->done == state_->pending.size(); });
+    if (state_->error) std::rethrow_exception(state_->error);
+    if (!all) {
+      std::string late;
+      for (const auto& w : state_->pending)
+        if (!w.empty()) late += (late.empty() ? "" : ", ") + w;
+      throw error(errc::deadline_exceeded,
+                  std::string("distributed::") + name + ": the deadline passed before this rank's devices completed " +
+                      late + " (the arrays may still be written until those devices are synchronized)");
+    }
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<std::string> pending;  // per handler: what it is, cleared when it completed
+    std::size_t done = 0;
+    std::exception_ptr error;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::shared_ptr<void> keep_;
+};
+
+// `a`'s memory when it is host memory (the host backend), once the work submitted to its
+// device's default stream before now has completed; nullptr for other memory.
 template <class T>
-AllReducePlan plan_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
-                              std::optional<std::chrono::milliseconds> timeout) {
-  constexpr const char* name = "distributed::all_reduce";
-  (void)mpi_datatype<T>();  // the element-type check, at compile time
-  const std::span<const AnyArray<T>> view(arrays.data(), arrays.size());
-  (void)spmd::detail::check_arrays<T>(name, "arrays", mesh.local_mesh(), view);
+T* host_memory(const char* name, const AnyArray<T>& a, const Deadline& deadline) {
+  const AnyDevice& d = a.device();
+  T* p = static_cast<T*>(d.model().host_address(a.buffer().native_handle()));
+  if (p != nullptr) {
+    PendingWork earlier;
+    d.default_stream().record().on_ready(
+        [h = earlier.handler("the work submitted to " + d.name() + " before the call")]() mutable { h(nullptr); });
+    earlier.wait(name, deadline);
+  }
+  return p;
+}
+
+// Host memory of `n` elements that device copies may still write after a missed deadline.
+template <class T>
+std::shared_ptr<T[]> staging(std::size_t n) {
+  return std::shared_ptr<T[]>(new T[n == 0 ? 1 : n]);
+}
+
+// Copies `host` into every array of `arrays` but `skip` (an index, or arrays.size() for none).
+template <class T>
+void fan_out(const char* name, std::span<const T> host, std::shared_ptr<void> keep, std::span<AnyArray<T>> arrays,
+             std::size_t skip, const Deadline& deadline) {
+  PendingWork copies(std::move(keep));
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    if (i != skip)
+      arrays[i].device().copy_to_device(host, arrays[i].buffer(),
+                                        copies.handler("the copy to " + arrays[i].device().name()));
+  copies.wait(name, deadline);
+}
+
+// Checks one array per local device, all of the same shape.
+template <class T>
+void check_local_arrays(const char* name, const char* what, const GlobalMesh& mesh,
+                        std::span<const AnyArray<T>> arrays) {
+  const std::string full = std::string("distributed::") + name;
+  (void)spmd::detail::check_arrays<T>(full.c_str(), what, mesh.local_mesh(), arrays);
   for (std::size_t i = 1; i < arrays.size(); ++i)
     if (arrays[i].shape() != arrays[0].shape())
-      throw error(errc::invalid_argument, std::string(name) + ": arrays[" + std::to_string(i) + "] has shape " +
-                                              to_string(arrays[i].shape()) + " but arrays[0] has " +
+      throw error(errc::invalid_argument, full + ": " + what + "[" + std::to_string(i) + "] has shape " +
+                                              to_string(arrays[i].shape()) + " but " + what + "[0] has " +
                                               to_string(arrays[0].shape()) + "; the arrays must have the same shape");
-  AllReducePlan plan;
+}
+
+// Checks an output array per local device of shape `want`.
+template <class T>
+void check_outputs(const char* name, const GlobalMesh& mesh, std::span<const AnyArray<T>> out, const Shape& want,
+                   const std::string& why) {
+  check_local_arrays<T>(name, "out", mesh, out);
+  if (out[0].shape() != want)
+    throw error(errc::invalid_argument, std::string("distributed::") + name + ": out[0] has shape " +
+                                            to_string(out[0].shape()) + " but " + why + " gives " + to_string(want));
+}
+
+inline std::string element_text(std::size_t bytes) {
+  return std::to_string(bytes) + "-byte elements";
+}
+
+// Runs `body` on the session's collectives thread and completes `token` with its outcome
+// (`void(std::exception_ptr)`, delivered through `device`'s queue like device work).
+template <class Body, class Token>
+auto start(Session& session, const AnyDevice& device, Body body, Token&& token) {
+  auto initiation = [on = &session, queue = device.queue(), body = std::move(body)](auto handler) mutable {
+    auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
+    on->post([queue, body = std::move(body), h = std::move(handler), work = std::move(work)]() mutable {
+      std::exception_ptr ep;
+      try {
+        body();
+      } catch (...) {
+        ep = std::current_exception();
+      }
+      xdev::detail::deliver(queue, std::move(h), std::move(ep));
+      work.reset();
+    });
+  };
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(std::move(initiation), token);
+}
+
+// What a validated all_reduce of device arrays runs: the ops of both stages.
+struct ReducePlan {
+  MPI_Op mpi_op = MPI_SUM;
+  spmd::ReduceOp local_op = spmd::ReduceOp::sum;
+  bool mean = false;
+};
+
+template <class T>
+ReducePlan plan_reduction(const char* name, spmd::ReduceOp op) {
+  (void)mpi_datatype<T>();  // the element-type check, at compile time
+  ReducePlan plan;
   switch (op) {
     case spmd::ReduceOp::sum:
       break;
     case spmd::ReduceOp::mean:
       if constexpr (!std::is_floating_point_v<T>)
-        throw error(errc::invalid_argument, std::string(name) + ": ReduceOp::mean needs floating-point elements");
+        throw error(errc::invalid_argument,
+                    std::string("distributed::") + name + ": ReduceOp::mean needs floating-point elements");
       plan.mean = true;
       break;
     case spmd::ReduceOp::min:
@@ -244,59 +401,164 @@ AllReducePlan plan_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arr
       plan.local_op = spmd::ReduceOp::max;
       break;
     default:
-      throw error(errc::invalid_argument, std::string(name) + ": unknown ReduceOp value " +
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": unknown ReduceOp value " +
                                               std::to_string(static_cast<int>(op)) + "; accepted: sum, mean, min, max");
   }
-  const auto total = timeout.value_or(default_timeout());
-  if (total.count() <= 0)
-    throw error(errc::invalid_argument,
-                std::string(name) + ": the timeout must be > 0, got " + std::to_string(total.count()) + " ms");
-  plan.deadline = std::chrono::steady_clock::now() + total;
   return plan;
 }
 
-// The three stages, waited for one after another (on the session's collectives thread).
+// Scales by 1 / (the global device count) for `mean`, as the single-process mesh does (a
+// multiplication by the rounded reciprocal, like `ops::scale`).
 template <class T>
-void run_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, const AllReducePlan& plan) {
+void finish_mean(const ReducePlan& plan, std::span<T> host, std::size_t devices) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (plan.mean && devices > 1) {
+      const T alpha = static_cast<T>(1.0 / static_cast<double>(devices));
+      for (T& v : host) v *= alpha;
+    }
+  }
+}
+
+// acc[i] = acc[i] (op) x[i] on the host (integers wrap, as MPI_SUM and the device ops do).
+template <class T>
+void combine_on_host(spmd::ReduceOp op, std::span<T> acc, std::span<const T> x) {
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    switch (op) {
+      case spmd::ReduceOp::min:
+        acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+        break;
+      case spmd::ReduceOp::max:
+        acc[i] = acc[i] < x[i] ? x[i] : acc[i];
+        break;
+      default:
+        if constexpr (std::is_integral_v<T>)
+          acc[i] =
+              static_cast<T>(static_cast<std::make_unsigned_t<T>>(acc[i]) + static_cast<std::make_unsigned_t<T>>(x[i]));
+        else
+          acc[i] += x[i];
+    }
+  }
+}
+
+template <class T>
+void run_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& plan,
+                    const Deadline& deadline) {
+  constexpr const char* name = "all_reduce";
   // 1. Within the process.
   if (arrays.size() > 1)
     spmd::all_reduce(mesh.local_mesh(), mesh.axis_name(), arrays, plan.local_op,
-                     spmd::CollectiveOptions{.timeout = plan.remaining()})
+                     spmd::CollectiveOptions{.timeout = deadline.remaining()})
         .get();
 
-  // 2. Across the processes, in host memory: in place when local device 0's memory is host memory
-  // (the host backend), once the work submitted to its default stream before this collective has
-  // run (a marker event); else staged through a copy (ordered on that stream by itself).
-  const AnyDevice& first_device = arrays[0].device();
-  T* direct = static_cast<T*>(first_device.model().host_address(arrays[0].buffer().native_handle()));
-  std::vector<T> staging;
-  if (direct != nullptr) {
-    first_device.default_stream().record().wait();
-  } else {
-    staging.resize(arrays[0].size());
-    first_device.copy_to_host(arrays[0].buffer(), std::span<T>(staging)).get();
+  // 2. Across the processes, in host memory: in place in local device 0's memory when it is host
+  // memory, else in a staging copy.
+  const std::size_t n = arrays[0].size();
+  std::shared_ptr<T[]> staged;
+  T* host = host_memory(name, arrays[0], deadline);
+  if (host == nullptr) {
+    staged = staging<T>(n);
+    host = staged.get();
+    PendingWork copy(staged);
+    arrays[0].device().copy_to_host(arrays[0].buffer(), std::span<T>(host, n),
+                                    copy.handler("the copy from " + arrays[0].device().name()));
+    copy.wait(name, deadline);
   }
-  const std::span<T> host = direct != nullptr ? std::span<T>(direct, arrays[0].size()) : std::span<T>(staging);
-  mesh.session().all_reduce(host, plan.mpi_op, plan.remaining());
-  if constexpr (std::is_floating_point_v<T>) {
-    if (plan.mean) {
-      const T n = static_cast<T>(mesh.size());
-      for (T& v : host) v /= n;
-    }
-  }
+  mesh.session().all_reduce(std::span<T>(host, n), plan.mpi_op, deadline.remaining());
+  finish_mean(plan, std::span<T>(host, n), mesh.size());
 
-  // 3. Back to every local device (every copy waited for, the first error thrown); array 0
-  // already holds the result when it was reduced in place.
-  std::vector<Future<void>> copies;
-  for (std::size_t i = direct != nullptr ? 1 : 0; i < arrays.size(); ++i)
-    copies.push_back(arrays[i].device().copy_to_device(std::span<const T>(host), arrays[i].buffer()));
-  std::exception_ptr first;
-  for (auto& c : copies) try {
-      c.get();
-    } catch (...) {
-      if (!first) first = std::current_exception();
+  // 3. Back to every local device (array 0 already holds the result when it was reduced in place).
+  fan_out(name, std::span<const T>(host, n), staged, arrays, staged ? arrays.size() : 0, deadline);
+}
+
+template <class T>
+void run_all_gather(const GlobalMesh& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
+                    const Deadline& deadline) {
+  constexpr const char* name = "all_gather";
+  // 1. This rank's blocks, in local order, to the host.
+  const std::size_t block = in[0].size();
+  auto mine = staging<T>(block * in.size());
+  {
+    PendingWork copies(mine);
+    for (std::size_t i = 0; i < in.size(); ++i)
+      in[i].device().copy_to_host(in[i].buffer(), std::span<T>(mine.get() + i * block, block),
+                                  copies.handler("the copy from " + in[i].device().name()));
+    copies.wait(name, deadline);
+  }
+  // 2. Every rank's blocks (rank-major: the global order), into out[0]'s memory when it is host
+  // memory.
+  const std::size_t total = out[0].size();
+  std::shared_ptr<T[]> staged;
+  T* all = host_memory(name, out[0], deadline);
+  if (all == nullptr) {
+    staged = staging<T>(total);
+    all = staged.get();
+  }
+  SessionAccess::all_gather(mesh.session(), std::as_bytes(std::span<const T>(mine.get(), block * in.size())),
+                            std::as_writable_bytes(std::span<T>(all, total)), sizeof(T),
+                            "blocks of shape " + to_string(in[0].shape()) + ", " + element_text(sizeof(T)),
+                            deadline.remaining());
+  // 3. To every local output.
+  fan_out(name, std::span<const T>(all, total), staged, out, staged ? out.size() : 0, deadline);
+}
+
+template <class T>
+void run_reduce_scatter(const GlobalMesh& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
+                        const ReducePlan& plan, const Deadline& deadline) {
+  constexpr const char* name = "reduce_scatter";
+  // 1. This rank's inputs combined on the host, in local order.
+  const std::size_t n = in[0].size();
+  auto inputs = staging<T>(n * in.size());
+  {
+    PendingWork copies(inputs);
+    for (std::size_t i = 0; i < in.size(); ++i)
+      in[i].device().copy_to_host(in[i].buffer(), std::span<T>(inputs.get() + i * n, n),
+                                  copies.handler("the copy from " + in[i].device().name()));
+    copies.wait(name, deadline);
+  }
+  const std::span<T> acc(inputs.get(), n);
+  for (std::size_t i = 1; i < in.size(); ++i)
+    combine_on_host(plan.local_op, acc, std::span<const T>(inputs.get() + i * n, n));
+  // 2. Across the processes: this rank receives its devices' blocks (consecutive in global order).
+  const std::size_t block = out[0].size();
+  auto mine = staging<T>(block * out.size());
+  SessionAccess::reduce_scatter<T>(mesh.session(), std::span<const T>(acc),
+                                   std::span<T>(mine.get(), block * out.size()), plan.mpi_op,
+                                   "inputs of shape " + to_string(in[0].shape()), deadline.remaining());
+  finish_mean(plan, std::span<T>(mine.get(), block * out.size()), mesh.size());
+  // 3. Block i to local device i.
+  PendingWork copies(mine);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i].device().copy_to_device(std::span<const T>(mine.get() + i * block, block), out[i].buffer(),
+                                   copies.handler("the copy to " + out[i].device().name()));
+  copies.wait(name, deadline);
+}
+
+template <class T>
+void run_broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::size_t root, const Deadline& deadline) {
+  constexpr const char* name = "broadcast";
+  const std::uint32_t root_rank = mesh.rank_of(root);
+  const bool here = root_rank == mesh.rank();
+  // This rank's copy of the data: the root's array (on the root's rank) or array 0, in its own
+  // memory when that is host memory, else staged.
+  const std::size_t local = here ? root - mesh.first_index_of(root_rank) : 0;
+  const std::size_t n = arrays[local].size();
+  std::shared_ptr<T[]> staged;
+  T* host = host_memory(name, arrays[local], deadline);
+  if (host == nullptr) {
+    staged = staging<T>(n);
+    host = staged.get();
+    if (here) {
+      PendingWork copy(staged);
+      arrays[local].device().copy_to_host(arrays[local].buffer(), std::span<T>(host, n),
+                                          copy.handler("the copy from " + arrays[local].device().name()));
+      copy.wait(name, deadline);
     }
-  if (first) std::rethrow_exception(first);
+  }
+  SessionAccess::broadcast(mesh.session(), std::as_writable_bytes(std::span<T>(host, n)), root_rank,
+                           "arrays of shape " + to_string(arrays[0].shape()) + ", " + element_text(sizeof(T)) +
+                               ", root device " + std::to_string(root),
+                           deadline.remaining());
+  fan_out(name, std::span<const T>(host, n), staged, arrays, staged && !here ? arrays.size() : local, deadline);
 }
 
 }  // namespace detail
@@ -320,26 +582,130 @@ void run_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, const
 ///         it), a `mean` of integers, an unknown op or a timeout <= 0.
 /// Through the token: on every rank, `errc::invalid_argument` for shapes or ops that differ
 /// between ranks; `errc::deadline_exceeded` naming the ranks that never arrived (the session then
-/// fails, see mpi.hpp) or, from the local reduction, the local devices that did not complete;
-/// `errc::unavailable` when the session failed earlier; device errors.
+/// fails, see mpi.hpp) or the local devices whose work had not completed; `errc::unavailable`
+/// when the session failed earlier; device errors.
 template <class T, class Token = const use_future_t&>
 auto all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
-  const detail::AllReducePlan plan = detail::plan_all_reduce(mesh, arrays, op, timeout);
-  auto initiation = [&mesh, arrays, plan](auto handler) {
-    auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
-    mesh.session().post([mesh, arrays, plan, h = std::move(handler), work = std::move(work)]() mutable {
-      std::exception_ptr ep;
-      try {
-        detail::run_all_reduce(mesh, arrays, plan);
-      } catch (...) {
-        ep = std::current_exception();
-      }
-      xdev::detail::deliver(arrays[0].device().queue(), std::move(h), std::move(ep));
-      work.reset();
-    });
-  };
-  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(std::move(initiation), token);
+  constexpr const char* name = "all_reduce";
+  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), arrays[0].device(),
+      [mesh, arrays, plan, deadline] { detail::run_all_reduce(mesh, arrays, plan, deadline); },
+      std::forward<Token>(token));
+}
+
+/// Concatenates the inputs of every device of every rank along dimension 0, in global device
+/// order, into every local output: with inputs of shape `[d0, d1, ...]` (the same on every device
+/// of every rank), `out[i]` has shape `[mesh.size() * d0, d1, ...]` and its block g (rows
+/// `g*d0 ..`) is global device g's input. `in` and `out` hold one array per LOCAL device, in local
+/// mesh order. Stages: the local inputs to the host, `MPI_Iallgatherv` across the processes (into
+/// out[0]'s memory when it is host memory), the result to every local output. Asynchronous,
+/// ordered and with a deadline as `all_reduce`; `in` and `out` must stay alive until the
+/// completion.
+///
+///     std::vector<AnyArray<float>> in = ..., out = ...;   // in[i] [4, 8], out[i] [4 * mesh.size(), 8]
+///     dist::all_gather(mesh, std::span<const AnyArray<float>>(in), std::span(out)).get();
+///
+/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
+///         that do not match the local mesh, inputs of rank 0, outputs of another shape, a
+///         timeout <= 0. Through the token: `errc::invalid_argument` on every rank when the input
+///         shapes or element sizes differ between ranks; otherwise as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto all_gather(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                std::span<AnyArray<T>> out, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                Token&& token = use_future) {
+  constexpr const char* name = "all_gather";
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  if (in[0].shape().rank() == 0)
+    throw error(errc::invalid_argument,
+                "distributed::all_gather: the inputs are scalars (shape []); all_gather "
+                "concatenates along dimension 0, so they need rank >= 1");
+  Shape want = in[0].shape();
+  want[0] *= static_cast<Shape::value_type>(mesh.size());
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+                           "gathering " + std::to_string(mesh.size()) + " inputs of shape " + to_string(in[0].shape()));
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
+      throw error(errc::invalid_argument, "distributed::all_gather: out[" + std::to_string(i) +
+                                              "] is the same array as in[" + std::to_string(i) + "]");
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), out[0].device(), [mesh, in, out, deadline] { detail::run_all_gather(mesh, in, out, deadline); },
+      std::forward<Token>(token));
+}
+
+/// Reduces the inputs of every device of every rank element-wise with `op` and leaves block g of
+/// the result in the output of global device g: with inputs of shape `[mesh.size() * d0, d1, ...]`,
+/// `out[i]` has shape `[d0, d1, ...]` and holds rows `g*d0 .. (g+1)*d0` of the reduction, g being
+/// local device i's global index. `mean` divides by `mesh.size()`. Stages: the local inputs
+/// combined on the host, `MPI_Ireduce_scatter` across the processes (each rank receives its
+/// devices' blocks), each block to its device. Elements as `all_reduce`; asynchronous, ordered and
+/// with a deadline as `all_reduce`; `in` and `out` must stay alive until the completion.
+///
+///     dist::reduce_scatter(mesh, std::span<const AnyArray<float>>(grads), std::span(shards),
+///                          xdev::spmd::ReduceOp::sum).get();
+///
+/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
+///         that do not match the local mesh, inputs of rank 0 or whose dimension 0 is not
+///         divisible by `mesh.size()`, outputs of another shape, a `mean` of integers, an unknown
+///         op, a timeout <= 0. Through the token: `errc::invalid_argument` on every rank when the
+///         shapes or ops differ between ranks; otherwise as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                    std::span<AnyArray<T>> out, spmd::ReduceOp op,
+                    std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "reduce_scatter";
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  const Shape& s = in[0].shape();
+  const auto k = static_cast<Shape::value_type>(mesh.size());
+  if (s.rank() == 0 || s[0] % k != 0)
+    throw error(errc::invalid_argument, "distributed::reduce_scatter: the inputs have shape " + to_string(s) +
+                                            "; reduce_scatter splits dimension 0 into " + std::to_string(k) +
+                                            " blocks (one per global device), so it must be divisible by " +
+                                            std::to_string(k));
+  Shape want = s;
+  want[0] = s[0] / k;
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+                           "scattering " + to_string(s) + " over " + std::to_string(k) + " devices");
+  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), out[0].device(),
+      [mesh, in, out, plan, deadline] { detail::run_reduce_scatter(mesh, in, out, plan, deadline); },
+      std::forward<Token>(token));
+}
+
+/// Copies the array of global device `root` (of whichever rank owns it) into every array of every
+/// rank. `arrays` holds one per LOCAL device, in local mesh order, of the same shape on every
+/// rank. Stages: the root's array to the host on its rank, `MPI_Ibcast` from that rank (into
+/// array 0's memory when it is host memory), then to every local array. Asynchronous, ordered and
+/// with a deadline as `all_reduce`; `arrays` must stay alive until the completion.
+///
+///     dist::broadcast(mesh, std::span(params), 0).get();   // every device gets global device 0's
+///
+/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
+///         that do not match the local mesh, a `root` outside [0, mesh.size()), a timeout <= 0.
+///         Through the token: `errc::invalid_argument` on every rank when the shapes, element
+///         sizes or roots differ between ranks; otherwise as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::int64_t root,
+               std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "broadcast";
+  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  if (root < 0 || static_cast<std::uint64_t>(root) >= mesh.size())
+    throw error(errc::invalid_argument, "distributed::broadcast: root " + std::to_string(root) +
+                                            " is not a device of the mesh; it is a global device index in [0, " +
+                                            std::to_string(mesh.size()) + ")");
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), arrays[0].device(),
+      [mesh, arrays, r = static_cast<std::size_t>(root), deadline] {
+        detail::run_broadcast(mesh, arrays, r, deadline);
+      },
+      std::forward<Token>(token));
 }
 
 }  // namespace xdev::distributed

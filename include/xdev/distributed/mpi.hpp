@@ -91,10 +91,21 @@ inline void mpi_check(int rc, const char* call) {
 
 // What a session call is, as its arrival token says (the tokens' send buffers: static storage,
 // since the sends are never waited for).
-enum class Kind : int { init = 0, barrier = 1, rendezvous = 2, broadcast = 3, finalize = 4, all_reduce = 5 };
-inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5};
-inline constexpr const char* kind_names[] = {"init",     "barrier",   "rendezvous", "broadcast_master_param",
-                                             "finalize", "all_reduce"};
+enum class Kind : int {
+  init = 0,
+  barrier = 1,
+  rendezvous = 2,
+  broadcast_master_param = 3,
+  finalize = 4,
+  all_reduce = 5,
+  all_gather = 6,
+  reduce_scatter = 7,
+  broadcast = 8
+};
+inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+inline constexpr const char* kind_names[] = {"init",     "barrier",    "rendezvous", "broadcast_master_param",
+                                             "finalize", "all_reduce", "all_gather", "reduce_scatter",
+                                             "broadcast"};
 static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a token for every Kind");
 inline const char* name_of(int kind) {
   return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";
@@ -246,6 +257,10 @@ struct Options {
 class Session;
 Session init(const Options& options = {});
 
+namespace detail {
+struct SessionAccess;  // <xdev/distributed/global_mesh.hpp>'s way to the collectives' bodies
+}  // namespace detail
+
 /// A multi-process session: MPI initialised, this process's placement known, and the
 /// process-level collectives. Made by `init()`; at most one exists at a time. Destroying it
 /// waits (up to `default_timeout()`) for every rank to end its session too, then calls
@@ -387,9 +402,9 @@ class Session {
     static_assert(!std::is_const_v<T>, "broadcast_master_param: the span is written on every rank but 0: not const");
     static_assert(std::is_trivially_copyable_v<T>, "broadcast_master_param: the elements must be trivially copyable");
     std::lock_guard lock(mutex_);
-    Op op = begin_locked(detail::Kind::broadcast, timeout);
-    broadcast_locked(op, std::as_writable_bytes(data),
-                     std::to_string(data.size()) + " elements of " + std::to_string(sizeof(T)) + " bytes");
+    Op op = begin_locked(detail::Kind::broadcast_master_param, timeout);
+    broadcast_master_locked(op, std::as_writable_bytes(data),
+                            std::to_string(data.size()) + " elements of " + std::to_string(sizeof(T)) + " bytes");
     drain_locked();
   }
 
@@ -402,11 +417,11 @@ class Session {
   void broadcast_master_param(Array<T, B>& a, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
     static_assert(std::is_trivially_copyable_v<T>, "broadcast_master_param: the elements must be trivially copyable");
     std::lock_guard lock(mutex_);
-    Op op = begin_locked(detail::Kind::broadcast, timeout);
+    Op op = begin_locked(detail::Kind::broadcast_master_param, timeout);
     std::unique_ptr<T[]> staging(new T[a.size()]);
     std::span<T> host(staging.get(), a.size());
     if (placement_.rank == 0) a.device().copy_to_host(a.buffer(), host).get();
-    broadcast_locked(
+    broadcast_master_locked(
         op, std::as_writable_bytes(host),
         "an array of shape " + to_string(a.shape()) + " (" + std::to_string(sizeof(T)) + "-byte elements)");
     drain_locked();
@@ -436,6 +451,52 @@ class Session {
       wait_locked(call, req, "MPI_Iallreduce");
     }
     drain_locked();
+  }
+
+  /// Overwrites `data` on every rank with rank `root`'s (`MPI_Ibcast`, polled to the deadline).
+  /// Every rank must pass the same number of elements and the same `root`.
+  /// \throws xdev::error `errc::invalid_argument` on every rank when the sizes or roots differ
+  ///         (naming the ranks) or `root` is not a rank of the job; `errc::deadline_exceeded` /
+  ///         `errc::unavailable` as `barrier`.
+  template <class T>
+  void broadcast(std::span<T> data, std::uint32_t root,
+                 std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    static_assert(!std::is_const_v<T>, "broadcast: the span is written on every rank but the root: not const");
+    static_assert(std::is_trivially_copyable_v<T>, "broadcast: the elements must be trivially copyable");
+    broadcast_impl(std::as_writable_bytes(data), root,
+                   std::to_string(data.size()) + " elements of " + std::to_string(sizeof(T)) + " bytes", timeout);
+  }
+
+  /// Every rank contributes `mine`; every rank receives all of them in `all`, concatenated in rank
+  /// order (`MPI_Iallgatherv`). Ranks may contribute different numbers of elements; `all` must
+  /// hold their total on every rank.
+  ///
+  ///     std::vector<float> all(total);   // total: every rank's mine.size(), added up
+  ///     session.all_gather(std::span<const float>(mine), std::span(all));
+  ///
+  /// \throws xdev::error `errc::invalid_argument` on every rank when the element sizes differ, a
+  ///         rank's `all` does not hold the total (naming the ranks), or the total exceeds
+  ///         2147483647 bytes; `errc::deadline_exceeded` / `errc::unavailable` as `barrier`.
+  template <class T>
+  void all_gather(std::span<const std::type_identity_t<T>> mine, std::span<T> all,
+                  std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    static_assert(std::is_trivially_copyable_v<T>, "all_gather: the elements must be trivially copyable");
+    all_gather_impl(std::as_bytes(mine), std::as_writable_bytes(all), sizeof(T),
+                    "elements of " + std::to_string(sizeof(T)) + " bytes", timeout);
+  }
+
+  /// Reduces `in` element-wise across the ranks with the predefined MPI operation `op` and leaves
+  /// each rank its slice of the result in `out` (`MPI_Ireduce_scatter`): the slices follow one
+  /// another in rank order, each as long as its rank's `out` (ranks may differ), and together
+  /// cover `in`, which has the same size on every rank. Elements as `all_reduce`.
+  /// \throws xdev::error `errc::invalid_argument` on every rank when the sizes of `in` or the
+  ///         operations differ, the slices do not add up to `in` (naming the ranks), or `in` has
+  ///         more than 2147483647 elements; `errc::deadline_exceeded` / `errc::unavailable` as
+  ///         `barrier`.
+  template <class T>
+  void reduce_scatter(std::span<const std::type_identity_t<T>> in, std::span<T> out, MPI_Op op,
+                      std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    reduce_scatter_impl<T>(in, out, op, std::string(), timeout);
   }
 
   /// Aborts the whole job now (`MPI_Abort` with `status`), after printing `why` to stderr.
@@ -698,44 +759,161 @@ class Session {
     return out;
   }
 
+  // What each rank passed to a collective: two counts and a description (sizes, shapes, op).
+  struct CallHeader {
+    std::uint64_t count[2];
+    char description[112];
+  };
+
+  // Every rank's header, in rank order (MPI_Iallgather).
+  std::vector<CallHeader> headers_locked(const Op& op, std::uint64_t a, std::uint64_t b,
+                                         const std::string& description) {
+    CallHeader mine{};
+    mine.count[0] = a;
+    mine.count[1] = b;
+    std::strncpy(mine.description, description.c_str(), sizeof mine.description - 1);
+    std::vector<CallHeader> all(placement_.world_size);
+    MPI_Request req = MPI_REQUEST_NULL;
+    detail::mpi_check(
+        MPI_Iallgather(&mine, sizeof(CallHeader), MPI_BYTE, all.data(), sizeof(CallHeader), MPI_BYTE, comm_, &req),
+        "MPI_Iallgather");
+    wait_locked(op, req, "MPI_Iallgather of the sizes");
+    return all;
+  }
+
+  // Throws invalid_argument (on every rank: they all see the same headers) naming the ranks whose
+  // description, or first count when `same_count`, differs from rank 0's.
+  static void check_headers(const char* name, const std::vector<CallHeader>& all, bool same_count, const char* unit) {
+    auto text = [&](std::size_t r) {
+      return std::string(all[r].description) +
+             (same_count ? " (" + std::to_string(all[r].count[0]) + " " + unit + ")" : std::string());
+    };
+    std::string mismatch;
+    for (std::size_t r = 1; r < all.size(); ++r)
+      if ((same_count && all[r].count[0] != all[0].count[0]) ||
+          std::strcmp(all[r].description, all[0].description) != 0)
+        mismatch += "; rank " + std::to_string(r) + " has " + text(r);
+    if (!mismatch.empty())
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": rank 0 has " + text(0) + mismatch +
+                                              " (every rank must pass the same)");
+  }
+
   // Checks that every rank passed the same `description` and size to call `name`; throws
   // invalid_argument on every rank otherwise.
   void agree_locked(const Op& op, const char* name, std::size_t bytes, const std::string& description) {
-    struct Header {
-      std::uint64_t bytes;
-      char description[120];
-    };
-    Header mine{};
-    mine.bytes = bytes;
-    std::strncpy(mine.description, description.c_str(), sizeof mine.description - 1);
-    std::vector<Header> all(placement_.world_size);
-    MPI_Request req = MPI_REQUEST_NULL;
-    detail::mpi_check(
-        MPI_Iallgather(&mine, sizeof(Header), MPI_BYTE, all.data(), sizeof(Header), MPI_BYTE, comm_, &req),
-        "MPI_Iallgather");
-    wait_locked(op, req, "MPI_Iallgather of the sizes");
-    std::string mismatch;
-    for (std::size_t r = 1; r < all.size(); ++r)
-      if (all[r].bytes != all[0].bytes || std::strcmp(all[r].description, all[0].description) != 0)
-        mismatch += "; rank " + std::to_string(r) + " has " + all[r].description + " (" + std::to_string(all[r].bytes) +
-                    " bytes)";
-    if (!mismatch.empty())
-      throw error(errc::invalid_argument, std::string("distributed::") + name + ": rank 0 has " +
-                                              std::string(all[0].description) + " (" + std::to_string(all[0].bytes) +
-                                              " bytes)" + mismatch + " (every rank must pass the same)");
+    check_headers(name, headers_locked(op, bytes, 0, description), true, "bytes");
   }
 
-  // Rank 0's `data` to every rank, after checking that every rank has the same `description`
-  // and size.
-  void broadcast_locked(const Op& op, std::span<std::byte> data, const std::string& description) {
-    agree_locked(op, "broadcast_master_param", data.size(), description);
+  // `root`'s `data` to every rank (chunked below 2^31 bytes).
+  void broadcast_locked(const Op& op, std::span<std::byte> data, int root) {
     MPI_Request req = MPI_REQUEST_NULL;
     constexpr std::size_t chunk = std::size_t{1} << 30;  // MPI counts are ints
     for (std::size_t at = 0; at < data.size(); at += chunk) {
       const auto count = static_cast<int>(std::min(chunk, data.size() - at));
-      detail::mpi_check(MPI_Ibcast(data.data() + at, count, MPI_BYTE, 0, comm_, &req), "MPI_Ibcast");
+      detail::mpi_check(MPI_Ibcast(data.data() + at, count, MPI_BYTE, root, comm_, &req), "MPI_Ibcast");
       wait_locked(op, req, "MPI_Ibcast");
     }
+  }
+
+  // The collectives' bodies; `description` (the same on every rank) says what the elements are,
+  // so that a mismatch names it (<xdev/distributed/global_mesh.hpp> passes array shapes).
+  friend struct detail::SessionAccess;
+
+  void broadcast_impl(std::span<std::byte> data, std::uint32_t root, const std::string& description,
+                      std::optional<std::chrono::milliseconds> timeout) {
+    std::lock_guard lock(mutex_);
+    Op op = begin_locked(detail::Kind::broadcast, timeout);
+    check_headers("broadcast", headers_locked(op, data.size(), 0, description + " from rank " + std::to_string(root)),
+                  true, "bytes");
+    if (root >= placement_.world_size)
+      throw error(errc::invalid_argument, "distributed::broadcast: root " + std::to_string(root) +
+                                              " is not a rank of the job of " + std::to_string(placement_.world_size) +
+                                              " processes");
+    broadcast_locked(op, data, static_cast<int>(root));
+    drain_locked();
+  }
+
+  void all_gather_impl(std::span<const std::byte> mine, std::span<std::byte> all, std::size_t element,
+                       const std::string& description, std::optional<std::chrono::milliseconds> timeout) {
+    constexpr const char* name = "all_gather";
+    std::lock_guard lock(mutex_);
+    Op op = begin_locked(detail::Kind::all_gather, timeout);
+    const auto headers = headers_locked(op, mine.size() / element, all.size() / element, description);
+    check_headers(name, headers, false, "elements");
+    std::uint64_t total = 0;
+    for (const auto& h : headers) total += h.count[0];
+    std::string wrong;
+    for (std::size_t r = 0; r < headers.size(); ++r)
+      if (headers[r].count[1] != total)
+        wrong += std::string(wrong.empty() ? "" : ", ") + "rank " + std::to_string(r) + "'s holds " +
+                 std::to_string(headers[r].count[1]);
+    if (!wrong.empty())
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the ranks contribute " +
+                                              std::to_string(total) + " elements in all, but the output " + wrong +
+                                              " (it must hold every rank's contribution)");
+    if (total * element > static_cast<std::uint64_t>(INT_MAX))
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the contributions total " +
+                                              std::to_string(total * element) + " bytes; at most " +
+                                              std::to_string(INT_MAX) + " are accepted");
+    std::vector<int> counts(headers.size());
+    std::vector<int> displs(headers.size());
+    for (std::size_t r = 0, at = 0; r < headers.size(); at += counts[r], ++r) {
+      counts[r] = static_cast<int>(headers[r].count[0] * element);
+      displs[r] = static_cast<int>(at);
+    }
+    std::byte dummy[1]{};
+    MPI_Request req = MPI_REQUEST_NULL;
+    detail::mpi_check(
+        MPI_Iallgatherv(mine.empty() ? dummy : mine.data(), static_cast<int>(mine.size()), MPI_BYTE,
+                        all.empty() ? dummy : all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &req),
+        "MPI_Iallgatherv");
+    wait_locked(op, req, "MPI_Iallgatherv");
+    drain_locked();
+  }
+
+  template <class T>
+  void reduce_scatter_impl(std::span<const T> in, std::span<T> out, MPI_Op mpi_op, const std::string& description,
+                           std::optional<std::chrono::milliseconds> timeout) {
+    constexpr const char* name = "reduce_scatter";
+    const MPI_Datatype type = detail::mpi_datatype<T>();
+    std::lock_guard lock(mutex_);
+    Op op = begin_locked(detail::Kind::reduce_scatter, timeout);
+    const auto headers = headers_locked(op, in.size(), out.size(),
+                                        (description.empty() ? std::string() : description + ", ") + "elements of " +
+                                            std::to_string(sizeof(T)) + " bytes, " + detail::mpi_op_name(mpi_op));
+    check_headers(name, headers, true, "elements");
+    std::uint64_t total = 0;
+    for (const auto& h : headers) total += h.count[1];
+    if (total != in.size()) {
+      std::string slices;
+      for (std::size_t r = 0; r < headers.size(); ++r) slices += (r ? ", " : "") + std::to_string(headers[r].count[1]);
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the ranks' outputs (" + slices +
+                                              " elements, in rank order) add up to " + std::to_string(total) +
+                                              ", but the input has " + std::to_string(in.size()) +
+                                              " (they must cover it)");
+    }
+    if (total > static_cast<std::uint64_t>(INT_MAX))
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the input has " +
+                                              std::to_string(total) + " elements; at most " + std::to_string(INT_MAX) +
+                                              " are accepted");
+    if (total > 0) {
+      std::vector<int> counts(headers.size());
+      for (std::size_t r = 0; r < headers.size(); ++r) counts[r] = static_cast<int>(headers[r].count[1]);
+      T dummy[1]{};
+      MPI_Request req = MPI_REQUEST_NULL;
+      detail::mpi_check(
+          MPI_Ireduce_scatter(in.data(), out.empty() ? dummy : out.data(), counts.data(), type, mpi_op, comm_, &req),
+          "MPI_Ireduce_scatter");
+      wait_locked(op, req, "MPI_Ireduce_scatter");
+    }
+    drain_locked();
+  }
+
+  // Rank 0's `data` to every rank, after checking that every rank has the same `description`
+  // and size.
+  void broadcast_master_locked(const Op& op, std::span<std::byte> data, const std::string& description) {
+    agree_locked(op, "broadcast_master_param", data.size(), description);
+    broadcast_locked(op, data, 0);
   }
 
   int uncaught_at_start_ = 0;
