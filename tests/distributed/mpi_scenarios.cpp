@@ -8,6 +8,8 @@
 //                the terminate handler must abort the job at once
 //   exit         rank 1 calls std::exit(0) without ending its session: the job must end at once,
 //                with a non-zero status
+//   crash        rank 1 dies of a signal (std::abort: SIGABRT) while the others wait in a
+//                barrier (60 s deadline): the job must end at once, with a non-zero status
 //   all_reduce_stall  as stall, for an all_reduce of device arrays over a GlobalMesh (two host
 //                devices per rank): rank 1 sleeps, rank 0 must be told that rank 1 has not arrived
 //   group_rank   each rank sets a GROUP_RANK of its own on one host: init must fail on every
@@ -104,7 +106,12 @@ int main(int argc, char** argv) {
     session.barrier();
     return 0;
   }
-  std::fprintf(stderr, "unknown scenario \"%s\"; accepted: stall, all_reduce_stall, throw, exit, group_rank\n",
+  if (scenario == "crash") {
+    if (rank == 1) std::abort();
+    session.barrier();
+    return 0;
+  }
+  std::fprintf(stderr, "unknown scenario \"%s\"; accepted: stall, all_reduce_stall, throw, exit, crash, group_rank\n",
                argv[argc > 1 ? 1 : 0]);
   return 2;
 }

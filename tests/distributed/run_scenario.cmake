@@ -2,8 +2,9 @@
 #       -DEXPECT_OUTPUT=<regexes, a list> -DMAX_SECONDS=<s> -P run_scenario.cmake
 #
 # Runs one failure scenario of mpi_scenarios.cpp under mpirun and checks that the job ended with
-# the expected status, that its output (stdout and stderr of every rank) matches every regex, and
-# that it ended within MAX_SECONDS: a job that hangs, or waits for a stalled rank, fails the test.
+# the expected status, that its output (stdout and stderr of every rank) matches every regex, that
+# it ended within MAX_SECONDS (a job that hangs, or waits for a stalled rank, fails the test), and
+# that none of its processes outlived it (an orphaned rank).
 cmake_minimum_required(VERSION 3.25)
 
 string(TIMESTAMP _start "%s%f" UTC)
@@ -29,6 +30,17 @@ endforeach()
 math(EXPR _limit "${MAX_SECONDS} * 1000")
 if(_ms GREATER _limit)
   list(APPEND _problems "the job took ${_ms} ms, more than ${MAX_SECONDS} s")
+endif()
+# Every process still running this program with this scenario. The script receives the two in
+# the other order, so that its own command line does not match.
+execute_process(
+  COMMAND sh -c [[for f in /proc/[0-9]*/cmdline; do
+                   c=$(tr '\000' ' ' < "$f" 2>/dev/null); case "$c" in *"$2 $1 "*) echo "$c";; esac
+                 done]]
+          sh "${SCENARIO}" "${PROGRAM}"
+  OUTPUT_VARIABLE _left OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _left STREQUAL "")
+  list(APPEND _problems "processes of the job outlived it:\n    ${_left}")
 endif()
 if(_problems)
   list(JOIN _problems "\n  " _text)
