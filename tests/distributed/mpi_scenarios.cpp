@@ -14,7 +14,10 @@
 //                devices per rank): rank 1 sleeps, rank 0 must be told that rank 1 has not arrived
 //   group_rank   each rank sets a GROUP_RANK of its own on one host: init must fail on every
 //                rank, naming the variable and the ranks
+//   thread_level the program initialises MPI itself with MPI_THREAD_FUNNELED: init must refuse
+//                with errc::unavailable naming the level, and leave MPI to the program
 #include <xdev/backends/host.hpp>
+#include <xdev/core/error.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/distributed/global_mesh.hpp>
 #include <xdev/distributed/mpi.hpp>
@@ -36,6 +39,21 @@ int main(int argc, char** argv) {
   if (scenario == "group_rank") {
     const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
     setenv("GROUP_RANK", r != nullptr ? r : "0", 1);
+  }
+  if (scenario == "thread_level") {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+    int status = 2;
+    try {
+      dist::Session refused = dist::init();
+      std::fprintf(stderr, "scenario thread_level: init accepted thread level %d\n", provided);
+    } catch (const xdev::error& e) {
+      std::fprintf(stderr, "scenario thread_level: %s (%s)\n", e.what(),
+                   e.condition() == xdev::errc::unavailable ? "unavailable" : "another error");
+      status = provided < MPI_THREAD_MULTIPLE && e.condition() == xdev::errc::unavailable ? 0 : 2;
+    }
+    MPI_Finalize();  // still the program's: init did not take MPI over
+    return status;
   }
   dist::Session session = dist::init();
   const std::uint32_t rank = session.rank();
@@ -111,7 +129,9 @@ int main(int argc, char** argv) {
     session.barrier();
     return 0;
   }
-  std::fprintf(stderr, "unknown scenario \"%s\"; accepted: stall, all_reduce_stall, throw, exit, crash, group_rank\n",
-               argv[argc > 1 ? 1 : 0]);
+  std::fprintf(
+      stderr,
+      "unknown scenario \"%s\"; accepted: stall, all_reduce_stall, throw, exit, crash, group_rank, thread_level\n",
+      argv[argc > 1 ? 1 : 0]);
   return 2;
 }
