@@ -313,6 +313,19 @@ std::shared_ptr<T[]> staging(std::size_t n) {
   return std::shared_ptr<T[]>(new T[n == 0 ? 1 : n]);
 }
 
+// Copies the arrays of `from` (n elements each) to the host, one after another from `to[0]`, and
+// waits for the copies.
+template <class T>
+void copy_to_host(const char* name, std::span<const AnyArray<T>> from, const std::shared_ptr<T[]>& to,
+                  const Deadline& deadline) {
+  PendingWork copies(to);
+  const std::size_t n = from[0].size();
+  for (std::size_t i = 0; i < from.size(); ++i)
+    from[i].device().copy_to_host(from[i].buffer(), std::span<T>(to.get() + i * n, n),
+                                  copies.handler("the copy from " + from[i].device().name()));
+  copies.wait(name, deadline);
+}
+
 // Copies `host` into every array of `arrays` but `skip` (an index, or arrays.size() for none).
 template <class T>
 void fan_out(const char* name, std::span<const T> host, std::shared_ptr<void> keep, std::span<AnyArray<T>> arrays,
@@ -458,10 +471,7 @@ void run_all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, const
   if (host == nullptr) {
     staged = staging<T>(n);
     host = staged.get();
-    PendingWork copy(staged);
-    arrays[0].device().copy_to_host(arrays[0].buffer(), std::span<T>(host, n),
-                                    copy.handler("the copy from " + arrays[0].device().name()));
-    copy.wait(name, deadline);
+    copy_to_host(name, std::span<const AnyArray<T>>(arrays.data(), 1), staged, deadline);
   }
   mesh.session().all_reduce(std::span<T>(host, n), plan.mpi_op, deadline.remaining());
   finish_mean(plan, std::span<T>(host, n), mesh.size());
@@ -477,13 +487,7 @@ void run_all_gather(const GlobalMesh& mesh, std::span<const AnyArray<T>> in, std
   // 1. This rank's blocks, in local order, to the host.
   const std::size_t block = in[0].size();
   auto mine = staging<T>(block * in.size());
-  {
-    PendingWork copies(mine);
-    for (std::size_t i = 0; i < in.size(); ++i)
-      in[i].device().copy_to_host(in[i].buffer(), std::span<T>(mine.get() + i * block, block),
-                                  copies.handler("the copy from " + in[i].device().name()));
-    copies.wait(name, deadline);
-  }
+  copy_to_host(name, in, mine, deadline);
   // 2. Every rank's blocks (rank-major: the global order), into out[0]'s memory when it is host
   // memory.
   const std::size_t total = out[0].size();
@@ -508,13 +512,7 @@ void run_reduce_scatter(const GlobalMesh& mesh, std::span<const AnyArray<T>> in,
   // 1. This rank's inputs combined on the host, in local order.
   const std::size_t n = in[0].size();
   auto inputs = staging<T>(n * in.size());
-  {
-    PendingWork copies(inputs);
-    for (std::size_t i = 0; i < in.size(); ++i)
-      in[i].device().copy_to_host(in[i].buffer(), std::span<T>(inputs.get() + i * n, n),
-                                  copies.handler("the copy from " + in[i].device().name()));
-    copies.wait(name, deadline);
-  }
+  copy_to_host(name, in, inputs, deadline);
   const std::span<T> acc(inputs.get(), n);
   for (std::size_t i = 1; i < in.size(); ++i)
     combine_on_host(plan.local_op, acc, std::span<const T>(inputs.get() + i * n, n));
@@ -547,12 +545,7 @@ void run_broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::s
   if (host == nullptr) {
     staged = staging<T>(n);
     host = staged.get();
-    if (here) {
-      PendingWork copy(staged);
-      arrays[local].device().copy_to_host(arrays[local].buffer(), std::span<T>(host, n),
-                                          copy.handler("the copy from " + arrays[local].device().name()));
-      copy.wait(name, deadline);
-    }
+    if (here) copy_to_host(name, std::span<const AnyArray<T>>(arrays.data() + local, 1), staged, deadline);
   }
   SessionAccess::broadcast(mesh.session(), std::as_writable_bytes(std::span<T>(host, n)), root_rank,
                            "arrays of shape " + to_string(arrays[0].shape()) + ", " + element_text(sizeof(T)) +
@@ -565,8 +558,8 @@ void run_broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::s
 
 /// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, all of the same shape
 /// on every rank) element-wise over every device of every rank with `op`, leaving the result in
-/// every array. `mean` divides by `mesh.size()`, the global device count. Every rank ends with
-/// the same bits. Elements: float, double (and, but for `mean`, 32- and 64-bit integers).
+/// every array. `mean` scales the sum by 1 / `mesh.size()`, the global device count. Every rank
+/// ends with the same bits. Elements: float, double (and, but for `mean`, 32- and 64-bit integers).
 ///
 /// Asynchronous, with the usual completion tokens (`void(std::exception_ptr)`; the default
 /// `use_future` gives a `Future<void>`): the call checks its arguments and returns; the three
@@ -640,7 +633,7 @@ auto all_gather(const GlobalMesh& mesh, std::span<const AnyArray<std::type_ident
 /// Reduces the inputs of every device of every rank element-wise with `op` and leaves block g of
 /// the result in the output of global device g: with inputs of shape `[mesh.size() * d0, d1, ...]`,
 /// `out[i]` has shape `[d0, d1, ...]` and holds rows `g*d0 .. (g+1)*d0` of the reduction, g being
-/// local device i's global index. `mean` divides by `mesh.size()`. Stages: the local inputs
+/// local device i's global index. `mean` scales by 1 / `mesh.size()`. Stages: the local inputs
 /// combined on the host, `MPI_Ireduce_scatter` across the processes (each rank receives its
 /// devices' blocks), each block to its device. Elements as `all_reduce`; asynchronous, ordered and
 /// with a deadline as `all_reduce`; `in` and `out` must stay alive until the completion.
