@@ -192,14 +192,15 @@ inline bool mpi_active() noexcept {
 // Open MPI's libnbc, which runs MPI_Iallreduce, picks a binomial tree (reduce to rank 0, then
 // broadcast: every byte crosses twice, one rank at a time) for every in-place reduction and for
 // fewer than 4 processes, whatever the size: about half the bandwidth of the blocking
-// MPI_Allreduce. Unless something chose an algorithm already (the variable is not "ignore" = 0),
-// select the reduce-scatter + allgather one (3, "rabenseifner"; libnbc itself falls back to its
-// ring when there are fewer elements than processes). A control variable of MPI_T, written on
-// every rank during init; a no-op with an MPI that has no such variable. Returns the value now in
-// effect, or -1 when there is no such variable.
+// MPI_Allreduce. Unless something chose an algorithm already (the environment names the variable,
+// even as "ignore", or it is not "ignore" = 0), select the reduce-scatter + allgather one (3,
+// "rabenseifner"; libnbc itself falls back to its ring when there are fewer elements than
+// processes). A control variable of MPI_T, written on every rank during init; a no-op with an MPI
+// that has no such variable. Returns the value now in effect, or -1 when there is no such variable.
 inline int select_open_mpi_iallreduce_algorithm() noexcept {
   constexpr int ignore = 0;
   constexpr int reduce_scatter_allgather = 3;
+  const bool chosen = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr;
   int level = 0;
   if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS) return -1;
   int value = -1;
@@ -208,7 +209,7 @@ inline int select_open_mpi_iallreduce_algorithm() noexcept {
   int count = 0;
   if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
       MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
-    if (count == 1 && MPI_T_cvar_read(handle, &value) == MPI_SUCCESS && value == ignore &&
+    if (count == 1 && MPI_T_cvar_read(handle, &value) == MPI_SUCCESS && value == ignore && !chosen &&
         MPI_T_cvar_write(handle, &reduce_scatter_allgather) == MPI_SUCCESS)
       MPI_T_cvar_read(handle, &value);
     MPI_T_cvar_handle_free(&handle);
