@@ -196,26 +196,24 @@ inline bool mpi_active() noexcept {
 // even as "ignore", or it is not "ignore" = 0), select the reduce-scatter + allgather one (3,
 // "rabenseifner"; libnbc itself falls back to its ring when there are fewer elements than
 // processes). A control variable of MPI_T, written on every rank during init; a no-op with an MPI
-// that has no such variable. Returns the value now in effect, or -1 when there is no such variable.
-inline int select_open_mpi_iallreduce_algorithm() noexcept {
+// that has no such variable.
+inline void select_open_mpi_iallreduce_algorithm() noexcept {
   constexpr int ignore = 0;
   constexpr int reduce_scatter_allgather = 3;
   const bool chosen = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm") != nullptr;
   int level = 0;
-  if (MPI_T_init_thread(MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS) return -1;
+  if (chosen || MPI_T_init_thread(MPI_THREAD_MULTIPLE, &level) != MPI_SUCCESS) return;
   int value = -1;
   int index = -1;
   MPI_T_cvar_handle handle = MPI_T_CVAR_HANDLE_NULL;
   int count = 0;
   if (MPI_T_cvar_get_index("coll_libnbc_iallreduce_algorithm", &index) == MPI_SUCCESS &&
       MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
-    if (count == 1 && MPI_T_cvar_read(handle, &value) == MPI_SUCCESS && value == ignore && !chosen &&
-        MPI_T_cvar_write(handle, &reduce_scatter_allgather) == MPI_SUCCESS)
-      MPI_T_cvar_read(handle, &value);
+    if (count == 1 && MPI_T_cvar_read(handle, &value) == MPI_SUCCESS && value == ignore)
+      MPI_T_cvar_write(handle, &reduce_scatter_allgather);
     MPI_T_cvar_handle_free(&handle);
   }
   MPI_T_finalize();
-  return value;
 }
 
 inline std::string list_ranks(const std::vector<std::uint32_t>& ranks) {
@@ -543,7 +541,7 @@ class Session {
       if (initialized == 0) {
         detail::mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
         state.xdev_initialized_mpi = true;
-        if (options.tune_collectives) (void)detail::select_open_mpi_iallreduce_algorithm();
+        if (options.tune_collectives) detail::select_open_mpi_iallreduce_algorithm();
         if (!state.terminate_installed) {
           state.previous_terminate = std::set_terminate(&detail::on_terminate);
           state.terminate_installed = true;
@@ -739,25 +737,39 @@ class Session {
     wait_locked(op, req, "MPI_Iallgather of the sizes");
     std::uint64_t total = 0;
     for (auto s : sizes) total += s;
+    // Too large a total is refused by allgatherv_locked before anything is sent.
+    std::vector<std::byte> buffer(total <= static_cast<std::uint64_t>(INT_MAX) ? static_cast<std::size_t>(total) : 0);
+    allgatherv_locked(op, mine, buffer, sizes, what + ": the payloads");
+    std::vector<std::vector<std::byte>> out(n);
+    for (std::size_t r = 0, at = 0; r < n; at += sizes[r], ++r)
+      out[r].assign(buffer.begin() + static_cast<std::ptrdiff_t>(at),
+                    buffer.begin() + static_cast<std::ptrdiff_t>(at + sizes[r]));
+    return out;
+  }
+
+  // Every rank's `mine` (rank r's is `sizes[r]` bytes, every rank knowing every size) into `all`,
+  // in rank order (MPI_Iallgatherv). \throws invalid_argument naming `what` when the sizes total
+  // more than MPI's int counts reach.
+  void allgatherv_locked(const Op& op, std::span<const std::byte> mine, std::span<std::byte> all,
+                         const std::vector<std::uint64_t>& sizes, const std::string& what) {
+    std::uint64_t total = 0;
+    for (auto s : sizes) total += s;
     if (total > static_cast<std::uint64_t>(INT_MAX))
-      throw error(errc::invalid_argument, "distributed::" + what + ": the payloads total " + std::to_string(total) +
+      throw error(errc::invalid_argument, "distributed::" + what + " total " + std::to_string(total) +
                                               " bytes; at most " + std::to_string(INT_MAX) + " are accepted");
-    std::vector<int> counts(n);
-    std::vector<int> displs(n);
-    for (std::size_t r = 0, at = 0; r < n; at += sizes[r], ++r) {
+    std::vector<int> counts(sizes.size());
+    std::vector<int> displs(sizes.size());
+    for (std::size_t r = 0, at = 0; r < sizes.size(); at += sizes[r], ++r) {
       counts[r] = static_cast<int>(sizes[r]);
       displs[r] = static_cast<int>(at);
     }
-    std::vector<std::byte> buffer(static_cast<std::size_t>(total) + 1);  // never empty: a valid address
-    std::byte dummy{};
-    detail::mpi_check(MPI_Iallgatherv(mine.empty() ? &dummy : mine.data(), static_cast<int>(mine.size()), MPI_BYTE,
-                                      buffer.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &req),
-                      "MPI_Iallgatherv");
-    wait_locked(op, req, "MPI_Iallgatherv of the payloads");
-    std::vector<std::vector<std::byte>> out(n);
-    for (std::size_t r = 0; r < n; ++r)
-      out[r].assign(buffer.begin() + displs[r], buffer.begin() + displs[r] + counts[r]);
-    return out;
+    std::byte dummy[1]{};  // a valid address for an empty side
+    MPI_Request req = MPI_REQUEST_NULL;
+    detail::mpi_check(
+        MPI_Iallgatherv(mine.empty() ? dummy : mine.data(), static_cast<int>(mine.size()), MPI_BYTE,
+                        all.empty() ? dummy : all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &req),
+        "MPI_Iallgatherv");
+    wait_locked(op, req, "MPI_Iallgatherv");
   }
 
   // What each rank passed to a collective: two counts and a description (sizes, shapes, op).
@@ -852,23 +864,9 @@ class Session {
       throw error(errc::invalid_argument, std::string("distributed::") + name + ": the ranks contribute " +
                                               std::to_string(total) + " elements in all, but the output " + wrong +
                                               " (it must hold every rank's contribution)");
-    if (total * element > static_cast<std::uint64_t>(INT_MAX))
-      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the contributions total " +
-                                              std::to_string(total * element) + " bytes; at most " +
-                                              std::to_string(INT_MAX) + " are accepted");
-    std::vector<int> counts(headers.size());
-    std::vector<int> displs(headers.size());
-    for (std::size_t r = 0, at = 0; r < headers.size(); at += counts[r], ++r) {
-      counts[r] = static_cast<int>(headers[r].count[0] * element);
-      displs[r] = static_cast<int>(at);
-    }
-    std::byte dummy[1]{};
-    MPI_Request req = MPI_REQUEST_NULL;
-    detail::mpi_check(
-        MPI_Iallgatherv(mine.empty() ? dummy : mine.data(), static_cast<int>(mine.size()), MPI_BYTE,
-                        all.empty() ? dummy : all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &req),
-        "MPI_Iallgatherv");
-    wait_locked(op, req, "MPI_Iallgatherv");
+    std::vector<std::uint64_t> sizes(headers.size());
+    for (std::size_t r = 0; r < headers.size(); ++r) sizes[r] = headers[r].count[0] * element;
+    allgatherv_locked(op, mine, all, sizes, std::string(name) + ": the contributions");
     drain_locked();
   }
 
