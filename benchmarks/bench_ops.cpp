@@ -1,4 +1,4 @@
-// Host compute kernels (xdev/ops/host_kernels.hpp).
+// Host compute kernels (xdev/kernels/).
 //
 // gemm: single-precision C = A B (square, row-major, no transposes) at 256, 512, 1024 and 2048:
 // xdev's blocked gemm on a 2-worker pool (the calling thread and one pool thread) against OpenBLAS
@@ -21,7 +21,11 @@
 // thread).
 #include "support/ratio.hpp"
 
-#include <xdev/ops/host_kernels.hpp>
+#include <xdev/kernels/convert.hpp>
+#include <xdev/kernels/elementwise.hpp>
+#include <xdev/kernels/gemm.hpp>
+#include <xdev/kernels/reduce.hpp>
+#include <xdev/kernels/rng_fill.hpp>
 
 #include <boost/asio/thread_pool.hpp>
 
@@ -51,7 +55,7 @@
 
 namespace {
 
-namespace host = xdev::ops::host;
+namespace host = xdev::kernels;
 
 constexpr std::size_t workers = 2;  // the machine's cores; OpenBLAS gets as many threads
 

@@ -48,6 +48,7 @@ template <class Backend>
 class Stream;
 class Event;
 class AnyDevice;
+class AnyStream;
 
 namespace backends {
 class Host;

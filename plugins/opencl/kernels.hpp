@@ -44,7 +44,7 @@
 ///   adding the axis in order (for short axes). Both write +0 when `axis == 0`.
 ///   (Sums start from -0, the identity of IEEE addition, so a sum of -0s is -0, as on the host.)
 /// - `gemm_T(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, rounding)`: row-major
-///   `C = alpha * op(A) * op(B) + beta * C` as `xdev::ops::host::gemm`, `rounding` as for dot on
+///   `C = alpha * op(A) * op(B) + beta * C` as `xdev::kernels::gemm`, `rounding` as for dot on
 ///   every element of A and B. C is not read when `beta == 0`; A and B are not read when
 ///   `k == 0` or `alpha == 0` (C becomes `beta * C`, or 0 when `beta == 0`).
 /// - `gather_check_I(index, n, rows, status)`, I in i32 and i64: for every bad index (`< 0` or
@@ -62,7 +62,7 @@
 ///   value. Uniforms are bit-identical to `xdev::random::fill_uniform`; normals use OpenCL's `log`,
 ///   `sqrt`, `cos` and `sin`, so they can differ from the host's in the last bits.
 /// - `convert_S_D(src, dst, n)` for every pair of distinct dtypes: bit-identical to
-///   `xdev::ops::host::convert`, with integer arithmetic wherever a float might be subnormal or a
+///   `xdev::kernels::convert`, with integer arithmetic wherever a float might be subnormal or a
 ///   NaN (devices may flush float subnormals, or quieten NaNs differently).
 #pragma once
 

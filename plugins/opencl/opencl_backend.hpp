@@ -478,7 +478,7 @@ class OpenCL {
                 pending(std::move(done), d.label + ": axpy"));
   }
 
-  /// add, mul, min and max as xdev defines them (see `xdev::ops::host::binary`).
+  /// add, mul, min and max as xdev defines them (see `xdev::kernels::binary`).
   template <class T>
   requires detail::is_float_data<T>
   void binary(std::size_t device, const xdev::ops::BinaryArgs<T, memory_handle>& a, xdev::Completion done) {
@@ -641,7 +641,7 @@ class OpenCL {
     complete_on(d, lk, ev, pending(std::move(done), d.label + (a.normal ? ": rng_normal" : ": rng_uniform")));
   }
 
-  /// Every pair of dtypes, bit for bit `xdev::ops::host::convert`; the same dtype is a buffer copy.
+  /// Every pair of dtypes, bit for bit `xdev::kernels::convert`; the same dtype is a buffer copy.
   template <class S, class D>
   requires xdev::HasDType<S> && xdev::HasDType<D>
   void convert(std::size_t device, const xdev::ops::ConvertArgs<S, D, memory_handle>& a, xdev::Completion done) {

@@ -12,7 +12,10 @@
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
-#include <xdev/ops/host_kernels.hpp>
+#include <xdev/kernels/elementwise.hpp>
+#include <xdev/kernels/gemm.hpp>
+#include <xdev/kernels/parallel.hpp>
+#include <xdev/kernels/reduce.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/policy/capabilities.hpp>
 
@@ -125,7 +128,7 @@ class Ref {
   template <std::floating_point T>
   void axpy(std::size_t device, const xdev::ops::AxpyArgs<T, memory_handle>& a, xdev::Completion done) {
     run(
-        device, [a] { xdev::ops::host::axpy(serial, a.alpha, static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n); },
+        device, [a] { xdev::kernels::axpy(serial, a.alpha, static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n); },
         std::move(done));
   }
 
@@ -166,7 +169,7 @@ class Ref {
   template <std::floating_point T>
   void sum(std::size_t device, const xdev::ops::SumArgs<T, memory_handle>& a, xdev::Completion done) {
     run(
-        device, [a] { *a.result = xdev::ops::host::sum(serial, static_cast<const T*>(a.x), a.n); }, std::move(done));
+        device, [a] { *a.result = xdev::kernels::sum(serial, static_cast<const T*>(a.x), a.n); }, std::move(done));
   }
 
   /// The dot product of xdev's host kernel, autocast included (f32, f64).
@@ -176,7 +179,7 @@ class Ref {
         device,
         [a] {
           *a.result =
-              xdev::ops::host::dot(serial, static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.n, a.compute);
+              xdev::kernels::dot(serial, static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.n, a.compute);
         },
         std::move(done));
   }
@@ -187,14 +190,14 @@ class Ref {
     run(
         device,
         [a] {
-          xdev::ops::host::gemm(serial, a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, static_cast<const T*>(a.a), a.lda,
-                                static_cast<const T*>(a.b), a.ldb, a.beta, static_cast<T*>(a.c), a.ldc, a.compute);
+          xdev::kernels::gemm(serial, a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, static_cast<const T*>(a.a), a.lda,
+                              static_cast<const T*>(a.b), a.ldb, a.beta, static_cast<T*>(a.c), a.ldc, a.compute);
         },
         std::move(done));
   }
 
  private:
-  static constexpr xdev::ops::host::Parallel serial{};
+  static constexpr xdev::kernels::Parallel serial{};
 
   static void copy(void* dst, const void* src, std::size_t bytes) noexcept {
     if (bytes != 0) std::memcpy(dst, src, bytes);

@@ -2,6 +2,7 @@
 // fixture's devices, its require_* helpers, and availability, alongside a typed target.
 #include <xdev/any/any_device.hpp>
 #include <xdev/testing/device_test.hpp>
+#include <xdev/testing/erased_targets.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

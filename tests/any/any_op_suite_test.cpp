@@ -3,6 +3,7 @@
 // through the erased dispatch and then the CPU fallback).
 #include <xdev/any/any_device.hpp>
 #include <xdev/testing/device_test.hpp>
+#include <xdev/testing/erased_targets.hpp>
 #include <xdev/testing/op_suite.hpp>
 
 #include "support/test_targets.hpp"

@@ -33,6 +33,8 @@
 #include <xdev/memory/allocator.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/memory/buffer.hpp>
+#include <xdev/ops/dispatch.hpp>
+#include <xdev/ops/fallback.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/ops/ops.hpp>
 #include <xdev/policy/capability_set.hpp>
@@ -51,6 +53,7 @@
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 namespace xdev {
 
@@ -453,21 +456,64 @@ auto AnyDevice::copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token) 
   return default_stream().copy(src, dst, std::forward<Token>(token));
 }
 
-namespace ops::detail {
+namespace detail {
 
-// The erased entry of every op: the arguments, their dtypes and the op's kind go through one
-// virtual call to the device's model, which rebuilds the typed arguments and calls the typed
-// `launch_op` (declared in <xdev/ops/ops.hpp>).
-template <class Args>
-void launch_op(const AnyDevice& dev, const Args& args, Completion done) {
-  using info = op_info<Args>;
-  static_assert(info::known,
-                "xdev ops on AnyArray<T>: every element type must have a DType (bool, std::uint8_t, std::int32_t, "
-                "std::int64_t, xdev::f16, xdev::bf16, float, double)");
-  dev.model().run(info::kind, info::dtype, info::dtype2, &args, dev.keep_alive(std::move(done)));
-}
+/// An erased device seen as a backend by the CPU fallback (`ops::detail::Fallback`): its two
+/// transfers go to the device's model, and every byte is counted in the device's `TransferStats`.
+struct ErasedStaging {
+  using memory_handle = erased_handle;
+  AnyDevice dev;
 
-}  // namespace ops::detail
+  void copy_to_host(std::size_t, memory_handle src, std::size_t offset, void* dst, std::size_t bytes,
+                    Completion done) const {
+    dev.queue()->note_transfer(TransferDirection::to_host, bytes);
+    dev.model().copy_to_host(src, offset, dst, bytes, dev.keep_alive(std::move(done)));
+  }
+  void copy_to_device(std::size_t, const void* src, memory_handle dst, std::size_t offset, std::size_t bytes,
+                      Completion done) const {
+    dev.queue()->note_transfer(TransferDirection::from_host, bytes);
+    dev.model().copy_to_device(src, dst, offset, bytes, dev.keep_alive(std::move(done)));
+  }
+};
+
+}  // namespace detail
+
+/// `AnyDevice` is a device handle and `AnyStream` a stream handle: the portable ops take them.
+template <>
+inline constexpr bool enable_device_handle<AnyDevice> = true;
+template <>
+inline constexpr bool enable_stream_handle<AnyStream> = true;
+
+/// The erased entry of every op: the arguments, their dtypes and the op's kind go through one
+/// virtual call to the device's model, which rebuilds the typed arguments and calls the typed
+/// `ops::detail::launch_op`, so member, `implements` and fallback decide as on a typed device.
+template <>
+struct ops::op_launcher<AnyDevice> {
+  template <class Args>
+  static void launch(const AnyDevice& dev, const Args& args, Completion done) {
+    using info = ops::detail::op_info<Args>;
+    static_assert(info::known,
+                  "xdev ops on AnyArray<T>: every element type must have a DType (bool, std::uint8_t, std::int32_t, "
+                  "std::int64_t, xdev::f16, xdev::bf16, float, double)");
+    dev.model().run(info::kind, info::dtype, info::dtype2, &args, dev.keep_alive(std::move(done)));
+  }
+
+  /// The CPU fallback on an erased device: its operands travel through the device's own transfers
+  /// (`ErasedStaging`), so the backend's type is never needed.
+  template <class Args>
+  static void launch_fallback(const AnyDevice& dev, const Args& args, Completion done) {
+    using traits = ops::op_traits<Args>;
+    // The staging backend lives until the fallback delivers `done`: the completion holds it.
+    auto staging = std::make_shared<xdev::detail::ErasedStaging>(xdev::detail::ErasedStaging{dev});
+    auto& backend = *staging;
+    ops::detail::run_fallback<xdev::detail::ErasedStaging>(
+        traits::name(args), backend, 0, traits::operands(args),
+        [args](std::vector<std::byte*>& p) { traits::compute(args, p); },
+        Completion([staging = std::move(staging), done = std::move(done)](std::exception_ptr ep) mutable {
+          done(std::move(ep));
+        }));
+  }
+};
 
 }  // namespace xdev
 

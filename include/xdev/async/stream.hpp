@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/async/event.hpp>
+#include <xdev/async/queue.hpp>
 #include <xdev/async/submit.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/fwd.hpp>
@@ -160,5 +161,9 @@ class Stream : public detail::StreamCore {
 
   Device<B> device_;
 };
+
+/// `Stream<B>` is a stream handle (`concepts::Queue`).
+template <class B>
+inline constexpr bool enable_stream_handle<Stream<B>> = true;
 
 }  // namespace xdev

@@ -48,6 +48,7 @@
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/op_kind.hpp>
 #include <xdev/policy/capabilities.hpp>
 
 #include <concepts>
@@ -56,10 +57,6 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
-
-namespace xdev::ops {
-enum class OpKind : std::uint32_t;  // defined in <xdev/ops/op_args.hpp>
-}  // namespace xdev::ops
 
 namespace xdev::concepts {
 
@@ -162,6 +159,18 @@ concept HasRuntimeCapabilities = requires(const B& b) {
 template <class B>
 concept DeclaresOps = requires(const B& b, ops::OpKind op, DType t) {
   { b.implements(op, t, t) } noexcept -> std::convertible_to<bool>;
+};
+
+/// Optional backend hook: `b.implements_binary(op)` says whether the backend's `binary` member
+/// handles the element-wise operator `op` at all; false runs that call through the CPU fallback
+/// (counted in `fallback.<name>`, "fallback.minimum" say) although the member exists. Asked before
+/// `implements` (`DeclaresOps`), which decides by dtype. `PluginBackend` refuses `min` and `max`
+/// for a plugin of ABI 1.1, which predates them.
+///
+///     bool implements_binary(xdev::ops::BinaryOp op) const noexcept;
+template <class B>
+concept DeclaresBinaryOps = requires(const B& b, ops::BinaryOp op) {
+  { b.implements_binary(op) } noexcept -> std::convertible_to<bool>;
 };
 
 /// Optional: `b.device_description(device)` says what device `device` is, for people (free-form

@@ -6,7 +6,13 @@
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
-#include <xdev/ops/host_kernels.hpp>
+#include <xdev/kernels/convert.hpp>
+#include <xdev/kernels/elementwise.hpp>
+#include <xdev/kernels/gather.hpp>
+#include <xdev/kernels/gemm.hpp>
+#include <xdev/kernels/parallel.hpp>
+#include <xdev/kernels/reduce.hpp>
+#include <xdev/kernels/rng_fill.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/policy/capabilities.hpp>
 
@@ -120,35 +126,34 @@ class Host {
 
   template <class T>
   void fill(std::size_t, const ops::FillArgs<T, memory_handle>& a, Completion done) {
-    run([a, p = parallel()] { ops::host::fill(p, static_cast<T*>(a.x), a.n, a.value); }, std::move(done));
+    run([a, p = parallel()] { kernels::fill(p, static_cast<T*>(a.x), a.n, a.value); }, std::move(done));
   }
   template <class T>
   void scale(std::size_t, const ops::ScaleArgs<T, memory_handle>& a, Completion done) {
-    run([a, p = parallel()] { ops::host::scale(p, static_cast<T*>(a.x), a.n, a.alpha); }, std::move(done));
+    run([a, p = parallel()] { kernels::scale(p, static_cast<T*>(a.x), a.n, a.alpha); }, std::move(done));
   }
   template <class T>
   void axpy(std::size_t, const ops::AxpyArgs<T, memory_handle>& a, Completion done) {
-    run([a, p = parallel()] { ops::host::axpy(p, a.alpha, static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n); },
+    run([a, p = parallel()] { kernels::axpy(p, a.alpha, static_cast<const T*>(a.x), static_cast<T*>(a.y), a.n); },
         std::move(done));
   }
   template <class T>
   void binary(std::size_t, const ops::BinaryArgs<T, memory_handle>& a, Completion done) {
     run(
         [a, p = parallel()] {
-          ops::host::binary(p, a.op, static_cast<const T*>(a.a), static_cast<const T*>(a.b), static_cast<T*>(a.out),
-                            a.n);
+          kernels::binary(p, a.op, static_cast<const T*>(a.a), static_cast<const T*>(a.b), static_cast<T*>(a.out), a.n);
         },
         std::move(done));
   }
   template <class T>
   void sum(std::size_t, const ops::SumArgs<T, memory_handle>& a, Completion done) {
-    run([a, p = parallel()] { *a.result = ops::host::sum(p, static_cast<const T*>(a.x), a.n); }, std::move(done));
+    run([a, p = parallel()] { *a.result = kernels::sum(p, static_cast<const T*>(a.x), a.n); }, std::move(done));
   }
   template <class T>
   void sum_axis(std::size_t, const ops::SumAxisArgs<T, memory_handle>& a, Completion done) {
     run(
         [a, p = parallel()] {
-          ops::host::sum_axis(p, static_cast<const T*>(a.x), a.outer, a.axis, a.inner, static_cast<T*>(a.out));
+          kernels::sum_axis(p, static_cast<const T*>(a.x), a.outer, a.axis, a.inner, static_cast<T*>(a.out));
         },
         std::move(done));
   }
@@ -156,7 +161,7 @@ class Host {
   void dot(std::size_t, const ops::DotArgs<T, memory_handle>& a, Completion done) {
     run(
         [a, p = parallel()] {
-          *a.result = ops::host::dot(p, static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.n, a.compute);
+          *a.result = kernels::dot(p, static_cast<const T*>(a.x), static_cast<const T*>(a.y), a.n, a.compute);
         },
         std::move(done));
   }
@@ -164,8 +169,8 @@ class Host {
   void gemm(std::size_t, const ops::GemmArgs<T, memory_handle>& a, Completion done) {
     run(
         [a, p = parallel()] {
-          ops::host::gemm(p, a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, static_cast<const T*>(a.a), a.lda,
-                          static_cast<const T*>(a.b), a.ldb, a.beta, static_cast<T*>(a.c), a.ldc, a.compute);
+          kernels::gemm(p, a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha, static_cast<const T*>(a.a), a.lda,
+                        static_cast<const T*>(a.b), a.ldb, a.beta, static_cast<T*>(a.c), a.ldc, a.compute);
         },
         std::move(done));
   }
@@ -173,8 +178,8 @@ class Host {
   void gather(std::size_t, const ops::GatherArgs<T, I, memory_handle>& a, Completion done) {
     run(
         [a, p = parallel()] {
-          ops::host::gather(p, static_cast<const T*>(a.table), a.rows, a.cols, static_cast<const I*>(a.index), a.n,
-                            static_cast<T*>(a.out), a.dense);
+          kernels::gather(p, static_cast<const T*>(a.table), a.rows, a.cols, static_cast<const I*>(a.index), a.n,
+                          static_cast<T*>(a.out), a.dense);
         },
         std::move(done));
   }
@@ -182,7 +187,7 @@ class Host {
   void rng(std::size_t, const ops::RngArgs<T, memory_handle>& a, Completion done) {
     run(
         [a, p = parallel()] {
-          ops::host::rng(p, static_cast<T*>(a.out), a.n, a.algorithm, a.seed, a.offset, a.normal, a.mean, a.stddev);
+          kernels::rng(p, static_cast<T*>(a.out), a.n, a.algorithm, a.seed, a.offset, a.normal, a.mean, a.stddev);
         },
         std::move(done));
   }
@@ -192,7 +197,7 @@ class Host {
   }
   /// Runs a user kernel over [0, n) split across the worker pool (`LaunchableBackend`).
   void launch(std::size_t, ops::LaunchArgs a, Completion done) {
-    run([a = std::move(a), p = parallel()] { ops::host::parallel_for(p, a.n, a.grain, a.kernel); }, std::move(done));
+    run([a = std::move(a), p = parallel()] { kernels::parallel_for(p, a.n, a.grain, a.kernel); }, std::move(done));
   }
 
  private:
@@ -208,11 +213,11 @@ class Host {
     return getenv_count("XDEV_HOST_DEVICES", 1, max_devices).value_or(1);
   }
 
-  [[nodiscard]] ops::host::Parallel parallel() const noexcept { return {pool_.get(), threads_}; }
+  [[nodiscard]] kernels::Parallel parallel() const noexcept { return {pool_.get(), threads_}; }
 
   // Every `convert` member: one function for all pairs of dtypes.
   void convert_dtypes(DType s, const void* src, DType d, void* dst, std::size_t n, Completion done) {
-    run([=, p = parallel()] { ops::host::convert(p, s, src, d, dst, n); }, std::move(done));
+    run([=, p = parallel()] { kernels::convert(p, s, src, d, dst, n); }, std::move(done));
   }
 
   static std::size_t resolve_threads(std::optional<std::size_t> requested) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/async/device_queue.hpp>
+#include <xdev/async/queue.hpp>
 #include <xdev/async/stream.hpp>
 #include <xdev/backend/concepts.hpp>
 #include <xdev/fwd.hpp>
@@ -180,6 +181,10 @@ template <class B>
   else
     return Device<B>::capability_set;
 }
+
+/// `Device<B>` is a device handle (`concepts::DeviceHandle`): ops and streams take it as a queue.
+template <class B>
+inline constexpr bool enable_device_handle<Device<B>> = true;
 
 }  // namespace xdev
 

@@ -204,24 +204,6 @@ class GlobalMesh {
 
 namespace detail {
 
-// How the collectives over a GlobalMesh reach the Session's collective bodies (which take a
-// description of the arrays, so that a mismatch between ranks names their shapes).
-struct SessionAccess {
-  static void broadcast(Session& s, std::span<std::byte> data, std::uint32_t root, const std::string& description,
-                        std::chrono::milliseconds timeout) {
-    s.broadcast_impl(data, root, description, timeout);
-  }
-  static void all_gather(Session& s, std::span<const std::byte> mine, std::span<std::byte> all, std::size_t element,
-                         const std::string& description, std::chrono::milliseconds timeout) {
-    s.all_gather_impl(mine, all, element, description, timeout);
-  }
-  template <class T>
-  static void reduce_scatter(Session& s, std::span<const T> in, std::span<T> out, MPI_Op op,
-                             const std::string& description, std::chrono::milliseconds timeout) {
-    s.reduce_scatter_impl<T>(in, out, op, description, timeout);
-  }
-};
-
 // The deadline of one collective over a GlobalMesh, set when it is called.
 struct Deadline {
   std::chrono::steady_clock::time_point at;
@@ -497,10 +479,10 @@ void run_all_gather(const GlobalMesh& mesh, std::span<const AnyArray<T>> in, std
     staged = staging<T>(total);
     all = staged.get();
   }
-  SessionAccess::all_gather(mesh.session(), std::as_bytes(std::span<const T>(mine.get(), block * in.size())),
-                            std::as_writable_bytes(std::span<T>(all, total)), sizeof(T),
-                            "blocks of shape " + to_string(in[0].shape()) + ", " + element_text(sizeof(T)),
-                            deadline.remaining());
+  mesh.session().engine().all_gather(std::as_bytes(std::span<const T>(mine.get(), block * in.size())),
+                                     std::as_writable_bytes(std::span<T>(all, total)), sizeof(T),
+                                     "blocks of shape " + to_string(in[0].shape()) + ", " + element_text(sizeof(T)),
+                                     deadline.remaining());
   // 3. To every local output.
   fan_out(name, std::span<const T>(all, total), staged, out, staged ? out.size() : 0, deadline);
 }
@@ -519,9 +501,9 @@ void run_reduce_scatter(const GlobalMesh& mesh, std::span<const AnyArray<T>> in,
   // 2. Across the processes: this rank receives its devices' blocks (consecutive in global order).
   const std::size_t block = out[0].size();
   auto mine = staging<T>(block * out.size());
-  SessionAccess::reduce_scatter<T>(mesh.session(), std::span<const T>(acc),
-                                   std::span<T>(mine.get(), block * out.size()), plan.mpi_op,
-                                   "inputs of shape " + to_string(in[0].shape()), deadline.remaining());
+  mesh.session().engine().reduce_scatter<T>(std::span<const T>(acc), std::span<T>(mine.get(), block * out.size()),
+                                            plan.mpi_op, "inputs of shape " + to_string(in[0].shape()),
+                                            deadline.remaining());
   finish_mean(plan, std::span<T>(mine.get(), block * out.size()), mesh.size());
   // 3. Block i to local device i.
   PendingWork copies(mine);
@@ -547,10 +529,10 @@ void run_broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::s
     host = staged.get();
     if (here) copy_to_host(name, std::span<const AnyArray<T>>(arrays.data() + local, 1), staged, deadline);
   }
-  SessionAccess::broadcast(mesh.session(), std::as_writable_bytes(std::span<T>(host, n)), root_rank,
-                           "arrays of shape " + to_string(arrays[0].shape()) + ", " + element_text(sizeof(T)) +
-                               ", root device " + std::to_string(root),
-                           deadline.remaining());
+  mesh.session().engine().broadcast(std::as_writable_bytes(std::span<T>(host, n)), root_rank,
+                                    "arrays of shape " + to_string(arrays[0].shape()) + ", " + element_text(sizeof(T)) +
+                                        ", root device " + std::to_string(root),
+                                    deadline.remaining());
   fan_out(name, std::span<const T>(host, n), staged, arrays, staged && !here ? arrays.size() : local, deadline);
 }
 

@@ -6,7 +6,7 @@
 #include <xdev/backend/concepts.hpp>
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/metrics.hpp>
-#include <xdev/ops/host_kernels.hpp>
+#include <xdev/kernels/parallel.hpp>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -29,7 +29,7 @@ inline boost::asio::thread_pool& fallback_pool() {
   return pool;
 }
 
-inline host::Parallel fallback_parallel() {
+inline kernels::Parallel fallback_parallel() {
   return {&fallback_pool(), std::max<std::size_t>(2, std::thread::hardware_concurrency())};
 }
 

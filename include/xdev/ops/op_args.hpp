@@ -9,6 +9,7 @@
 #pragma once
 
 #include <xdev/core/dtype.hpp>
+#include <xdev/core/op_kind.hpp>
 #include <xdev/policy/policies.hpp>
 
 #include <cstddef>
@@ -18,21 +19,6 @@
 #include <type_traits>
 
 namespace xdev::ops {
-
-/// The portable operations a backend may implement, one per `*Args` struct below (`add`, `mul`,
-/// `minimum` and `maximum` are `binary`; `rng_uniform` and `rng_normal` are `rng`). What a
-/// backend's optional `implements(op, t, t2)` hook is asked about (see
-/// <xdev/backend/concepts.hpp>). The values are the plugin ABI's `XDEV_OP_*` (<xdev/plugin/abi.h>):
-/// keep the order.
-enum class OpKind : std::uint32_t { fill, scale, axpy, binary, sum, sum_axis, dot, gemm, gather, rng, convert };
-
-/// The op's name as written in this enumeration ("fill", "sum_axis", ...).
-constexpr const char* name_of(OpKind op) noexcept {
-  constexpr const char* names[] = {"fill", "scale", "axpy",   "binary", "sum",    "sum_axis",
-                                   "dot",  "gemm",  "gather", "rng",    "convert"};
-  const auto i = static_cast<std::uint32_t>(op);
-  return i < std::size(names) ? names[i] : "?";
-}
 
 /// `x[i] = value` for i < n.
 template <class T, class H>
@@ -58,18 +44,6 @@ struct AxpyArgs {
   H y;
   std::size_t n;
 };
-
-/// Element-wise binary operations (`ops::add`, `ops::mul`, `ops::minimum`, `ops::maximum`). The
-/// values are the plugin ABI's `XDEV_BINARY_*` (<xdev/plugin/abi.h>): keep them, append new ones.
-enum class BinaryOp : std::uint8_t { add, mul, min, max };
-
-/// The public op a `BinaryOp` stands for, as its fallback metric names it ("add", "mul",
-/// "minimum", "maximum"; "?" for a value outside the enumeration).
-constexpr const char* name_of(BinaryOp op) noexcept {
-  constexpr const char* names[] = {"add", "mul", "minimum", "maximum"};
-  const auto i = static_cast<std::size_t>(op);
-  return i < std::size(names) ? names[i] : "?";
-}
 
 /// `out[i] = a[i] op b[i]`; `out` may be `a` or `b`.
 template <class T, class H>

@@ -202,7 +202,14 @@ namespace detail {
 
 /// `"/p/libx.so"` for messages.
 inline std::string quoted(const std::filesystem::path& path) {
-  return "\"" + path.string() + "\"";
+  // Appended piece by piece: `"\"" + path.string() + "\""` makes g++ 12 -O3 report a false
+  // -Wrestrict inside std::string (GCC bug 105329), which fails users' -Werror builds.
+  std::string text;
+  text.reserve(path.native().size() + 2);
+  text += '"';
+  text += path.native();
+  text += '"';
+  return text;
 }
 
 /// The start of every load error: `cannot load xdev plugin "/p/libx.so"`.

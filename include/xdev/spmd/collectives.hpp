@@ -44,11 +44,11 @@
 /// `automatic` picks direct when an array (the input, for `all_gather` and `reduce_scatter`) has
 /// at most `CollectiveOptions::direct_threshold_bytes`, else ring.
 ///
-/// Combining runs on the device: `ops::add`, `ops::minimum`, `ops::maximum` and, for `mean`,
-/// `ops::scale` on per-device temporary chunk arrays, filled and emptied by region copies. For
-/// element types those ops do not take (integers, f16, bf16, bool), the same arithmetic runs as
-/// a host-staged kernel (the chunk is copied to the host, combined by the CPU kernels, and copied
-/// back; metric `collective.host_kernel`), so integer results are exact. Temporaries per device:
+/// Combining runs on the device: `ops::combine` (the backend's `add`, `minimum`, `maximum`) and,
+/// for `mean`, `ops::scale` on per-device temporary chunk arrays, filled and emptied by region
+/// copies. For element types no backend member takes (integers, f16, bf16, bool), the same ops
+/// run their CPU fallback (the chunk is copied to the host, combined by the CPU kernels, and
+/// copied back; metrics `fallback.add`, `fallback.maximum`, ...), so integer results are exact. Temporaries per device:
 /// ring `all_reduce` two chunks of each length (about 2n/k elements), ring `reduce_scatter` k
 /// blocks, direct `all_reduce` k arrays, direct `reduce_scatter` k blocks; `all_gather` and
 /// `broadcast` need none. They are freed before a successful collective completes.

@@ -51,7 +51,6 @@
 /// Only test code includes this header (it includes <gtest/gtest.h>); nothing else in xdev does.
 #pragma once
 
-#include <xdev/any/any_device.hpp>
 #include <xdev/backend/concepts.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/core/dtype.hpp>
@@ -96,11 +95,16 @@ concept DeviceTestTarget = requires(std::string& why) {
 
 /// A device test target giving erased devices: `static std::string name();` (as above) and
 /// `static std::vector<xdev::AnyDevice> devices(std::string& why_unavailable);` (the devices to
-/// test, in order, or an empty vector with the reason set when they are unavailable here).
+/// test, in order, or an empty vector with the reason set when they are unavailable here). This
+/// header does not name `AnyDevice` (the harness needs only the typed stack): any vector of device
+/// handles with a `backend_type` and `valid()` is accepted; <xdev/testing/erased_targets.hpp> has
+/// the ready-made erased targets.
 template <class T>
 concept AnyDeviceTestTarget = requires(std::string& why) {
   { T::name() } -> std::convertible_to<std::string>;
-  { T::devices(why) } -> std::same_as<std::vector<AnyDevice>>;
+  typename decltype(T::devices(why))::value_type::backend_type;
+  { T::devices(why) } -> std::same_as<std::vector<typename decltype(T::devices(why))::value_type>>;
+  { T::devices(why).front().valid() } -> std::convertible_to<bool>;
 };
 
 // clang-format on
@@ -125,17 +129,6 @@ struct HostTarget {
   static Runtime<backends::Host>* runtime(std::string& /*why_unavailable*/) {
     static Runtime<backends::Host> rt({}, backends::Host::Options{.devices = 2});
     return &rt;
-  }
-};
-
-/// The host backend's 2 devices as `AnyDevice`s, a target named "ANYHOST" (its own runtime, not
-/// `HostTarget`'s): runs a suite through the erased path. Always available.
-struct AnyHostTarget {
-  static std::string name() { return "ANYHOST"; }
-  /// \throws xdev::error as `Runtime` (a malformed `XDEV_MAX_INFLIGHT`), which fails the test.
-  static std::vector<AnyDevice> devices(std::string& /*why_unavailable*/) {
-    static Runtime<backends::Host> rt({}, backends::Host::Options{.devices = 2});
-    return {rt.device(0), rt.device(1)};
   }
 };
 
@@ -175,14 +168,21 @@ inline void register_target(const std::string& name, const char* type_name) {
   r.names[name].insert(type_name);
 }
 
-// The backend of a typed target; `erased_backend` for one that gives AnyDevices.
+// The device type of a target that gives erased devices (`AnyDevice`).
+template <class Target>
+using erased_device_t = typename decltype(Target::devices(std::declval<std::string&>()))::value_type;
+
+// The backend and device type of a typed target; the erased backend and `AnyDevice` for one that
+// gives AnyDevices.
 template <class Target, bool Erased>
-struct target_backend {
-  using type = xdev::detail::erased_backend;
+struct target_types {
+  using device = erased_device_t<Target>;
+  using backend = typename device::backend_type;
 };
 template <class Target>
-struct target_backend<Target, false> {
-  using type = typename Target::backend;
+struct target_types<Target, false> {
+  using backend = typename Target::backend;
+  using device = Device<backend>;
 };
 
 inline bool is_name_char(char c) noexcept {
@@ -311,9 +311,9 @@ class DeviceTest : public ::testing::Test {
   /// True for a target that gives `AnyDevice`s (`concepts::AnyDeviceTestTarget`).
   static constexpr bool erased = concepts::AnyDeviceTestTarget<Target> && !concepts::DeviceTestTarget<Target>;
   /// The target's backend; `xdev::detail::erased_backend` for a target that gives `AnyDevice`s.
-  using backend = typename detail::target_backend<Target, erased>::type;
+  using backend = typename detail::target_types<Target, erased>::backend;
   /// `Device<backend>`, or `AnyDevice` for a target that gives `AnyDevice`s.
-  using device_type = std::conditional_t<erased, AnyDevice, Device<backend>>;
+  using device_type = typename detail::target_types<Target, erased>::device;
 
   /// Device `i` of the target (call `require_devices(i + 1)` first for `i > 0`).
   /// \throws xdev::error `errc::not_found` when the target has no device `i`.
@@ -383,7 +383,7 @@ class DeviceTest : public ::testing::Test {
         devices_.clear();
         FAIL() << "getting the devices of device test target " << name << " failed: " << e.what();
       }
-      if (std::any_of(devices_.begin(), devices_.end(), [](const AnyDevice& d) { return !d.valid(); })) {
+      if (std::any_of(devices_.begin(), devices_.end(), [](const device_type& d) { return !d.valid(); })) {
         devices_.clear();
         FAIL() << "device test target " << name << " gave an empty AnyDevice";
       }
@@ -461,7 +461,7 @@ class DeviceTest : public ::testing::Test {
   }
 
   Runtime<backend>* runtime_ = nullptr;  // typed targets
-  std::vector<AnyDevice> devices_;       // targets that give AnyDevices
+  std::vector<device_type> devices_;     // targets that give AnyDevices
 };
 
 }  // namespace xdev::testing

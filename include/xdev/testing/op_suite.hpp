@@ -286,6 +286,50 @@ XDEV_DEVICE_TEST_P(Ops, MinimumAndMaximum) {
   check_min_max<double>(this->device());
 }
 
+// `ops::combine` and `ops::scale` take every dtype: f32/f64 as `add`/`mul`/`minimum`/`maximum`
+// and `scale`, the others through the CPU fallback, with the host kernels' arithmetic.
+XDEV_DEVICE_TEST_P(Ops, CombineAndScaleTakeEveryDtype) {
+  const auto dev = this->device();
+  if (!this->require_dtype(xdev::DType::i32) || !this->require_dtype(xdev::DType::bf16)) return;
+  using Bop = ops::BinaryOp;
+  const std::vector<std::int32_t> a{2147483647, -5, 7, 0}, b{1, 3, -7, 0};
+  auto x = to_device(dev, sh(4), a);
+  auto y = to_device(dev, sh(4), b);
+  auto out = to_device(dev, sh(4), std::vector<std::int32_t>(4));
+  const auto before = fallback_counters();
+  ops::combine(dev, Bop::add, x, y, out).get();
+  EXPECT_EQ(to_host(out), (std::vector<std::int32_t>{-2147483647 - 1, -2, 0, 0}));  // wraps modulo 2^32
+  ops::combine(dev, Bop::mul, x, y, out).get();
+  EXPECT_EQ(to_host(out), (std::vector<std::int32_t>{2147483647, -15, -49, 0}));
+  ops::combine(dev, Bop::min, x, y, out).get();
+  EXPECT_EQ(to_host(out), (std::vector<std::int32_t>{1, -5, -7, 0}));
+  ops::combine(dev, Bop::max, x, y, x).get();  // in place
+  EXPECT_EQ(to_host(x), (std::vector<std::int32_t>{2147483647, 3, 7, 0}));
+  ops::scale(dev, y, std::int32_t{-2}).get();
+  EXPECT_EQ(to_host(y), (std::vector<std::int32_t>{-2, -6, 14, 0}));
+  // Integers never reach a backend member: each call counted once, in its own op's counter.
+  const auto after = fallback_counters();
+  auto grew = [&](const std::string& name) { return after.at(name) - (before.contains(name) ? before.at(name) : 0); };
+  EXPECT_EQ(grew("fallback.add"), 1u);
+  EXPECT_EQ(grew("fallback.mul"), 1u);
+  EXPECT_EQ(grew("fallback.minimum"), 1u);
+  EXPECT_EQ(grew("fallback.maximum"), 1u);
+  EXPECT_EQ(grew("fallback.scale"), 1u);
+
+  // bf16 rounds once to nearest even, like the host kernels.
+  auto h = to_device(dev, sh(2), std::vector<xdev::bf16>{xdev::bf16(1.0f), xdev::bf16(3.0f)});
+  ops::scale(dev, h, xdev::bf16(0.5f)).get();
+  EXPECT_EQ(to_host(h), (std::vector<xdev::bf16>{xdev::bf16(0.5f), xdev::bf16(1.5f)}));
+  // f32 is `add` itself (the same result, the same dispatch).
+  auto f = to_device(dev, sh(2), std::vector<float>{1.5f, -2.0f});
+  auto g = to_device(dev, sh(2), std::vector<float>{0.25f, 8.0f});
+  auto fo = empty<float>(dev, sh(2));
+  ops::combine(dev, Bop::add, f, g, fo).get();
+  EXPECT_EQ(to_host(fo), (std::vector<float>{1.75f, 6.0f}));
+  expect_error(xdev::errc::invalid_argument, [&] { (void)ops::combine(dev, static_cast<Bop>(9), f, g, fo); },
+               {"combine", "BinaryOp", "9"});
+}
+
 XDEV_DEVICE_TEST_P(Ops, Copy) {
   const auto dev = this->device();
   const auto v = noise<double>(5000, 6);
@@ -347,7 +391,7 @@ XDEV_DEVICE_TEST_P(Ops, SumOfIntegersIsExact) {
 XDEV_DEVICE_TEST_P(Ops, SumOfTenMillionTenthsIsAccurate) {
   const auto dev = this->device();
   constexpr std::size_t n = 10'000'000;
-  auto x = xdev::empty<float>(dev, sh(n));
+  auto x = empty<float>(dev, sh(n));
   ops::fill(dev, x, 0.1f).get();
   const double exact = static_cast<double>(n) * static_cast<double>(0.1f);
   const float got = ops::sum(dev, x).get();
@@ -544,8 +588,8 @@ XDEV_DEVICE_TEST_P(Ops, GemmWithAlphaZeroOrEmptyDepthOnlyScalesC) {
   ops::gemm(dev, a, b, c, {.alpha = 0.0f, .beta = 2.0f}).get();
   EXPECT_EQ(to_host(c), (std::vector<float>{2, 4, 6, 8, 10, 12}));
 
-  auto a0 = xdev::empty<float>(dev, {3, 0});
-  auto b0 = xdev::empty<float>(dev, {0, 2});
+  auto a0 = empty<float>(dev, {3, 0});
+  auto b0 = empty<float>(dev, {0, 2});
   ops::gemm(dev, a0, b0, c, {.beta = 0.5f}).get();  // k == 0: C = beta C
   EXPECT_EQ(to_host(c), (std::vector<float>{1, 2, 3, 4, 5, 6}));
   auto cn = to_device(dev, {3, 2}, std::vector<float>(6, nan));
@@ -660,7 +704,7 @@ void check_rng_explicit(const Dev& dev, xdev::RngAlgorithm alg, bool normal) {
   for (std::size_t n : {1u, 1001u, 40000u})
     for (std::uint64_t offset : {0u, 7u}) {
       std::vector<T> ref(n);
-      auto out = xdev::empty<T>(dev, sh(n));
+      auto out = empty<T>(dev, sh(n));
       const ops::RngOptions opt{.algorithm = alg, .seed = 42, .offset = offset};
       if (normal) {
         xdev::random::fill_normal(alg, 42, offset, std::span<T>(ref), T(1.5), T(2));
@@ -688,9 +732,9 @@ XDEV_DEVICE_TEST_P(Ops, RngDefaultGeneratorFollowsTheRngDefaultPolicy) {
   if constexpr (std::is_same_v<B, xdev::backends::Host>)
     static_assert(xdev::Device<B>::capability_set.rng_default == xdev::RngAlgorithm::philox);
   const auto dev = this->device();
-  const auto alg = xdev::capabilities_of(dev).rng_default;
+  const auto alg = capabilities_of(dev).rng_default;
   dev.manual_seed(3);
-  auto out = xdev::empty<float>(dev, sh(1000));
+  auto out = empty<float>(dev, sh(1000));
   ops::rng_uniform(dev, out).get();
   std::vector<float> ref(1000);
   xdev::random::fill_uniform(alg, 3, 0, std::span<float>(ref));
@@ -699,11 +743,11 @@ XDEV_DEVICE_TEST_P(Ops, RngDefaultGeneratorFollowsTheRngDefaultPolicy) {
 
 XDEV_DEVICE_TEST_P(Ops, RngDeviceStreamAdvancesAcrossCallsAndManualSeedRestartsIt) {
   const auto dev = this->device();
-  const auto alg = xdev::capabilities_of(dev).rng_default;
+  const auto alg = capabilities_of(dev).rng_default;
   dev.manual_seed(1234);
-  auto u = xdev::empty<float>(dev, sh(100));
-  auto z = xdev::empty<double>(dev, sh(51));
-  auto w = xdev::empty<float>(dev, sh(10));
+  auto u = empty<float>(dev, sh(100));
+  auto z = empty<double>(dev, sh(51));
+  auto w = empty<float>(dev, sh(10));
   ops::rng_uniform(dev, u).get();           // raw outputs [0, 100)
   ops::rng_normal(dev, z, 0.5, 3.0).get();  // [100, 202): two per double
   ops::rng_uniform(dev, w).get();           // [202, 212)
@@ -735,9 +779,9 @@ XDEV_DEVICE_TEST_P(Ops, RngDeviceStreamAdvancesAcrossCallsAndManualSeedRestartsI
 
 XDEV_DEVICE_TEST_P(Ops, RngWithAnExplicitSeedLeavesTheDeviceStreamAlone) {
   const auto dev = this->device();
-  const auto alg = xdev::capabilities_of(dev).rng_default;
+  const auto alg = capabilities_of(dev).rng_default;
   dev.manual_seed(9);
-  auto out = xdev::empty<double>(dev, sh(64));
+  auto out = empty<double>(dev, sh(64));
   ops::rng_uniform(dev, out, {.seed = 5, .offset = 1000}).get();
   ops::rng_normal(dev, out, 0.0, 1.0, {.algorithm = xdev::RngAlgorithm::three_fry, .seed = 5}).get();
   EXPECT_EQ(dev.generator().seed(), 9u);
@@ -752,9 +796,9 @@ template <class T, class Dev>
 void check_rng_halves(const Dev& d0, const Dev& d1, std::size_t n, std::size_t split) {
   constexpr std::uint64_t per_value = xdev::random::raw_outputs_per_value<T>;
   const auto alg = xdev::RngAlgorithm::three_fry;
-  auto whole = xdev::empty<T>(d0, sh(n));
-  auto first = xdev::empty<T>(d0, sh(split));
-  auto second = xdev::empty<T>(d1, sh(n - split));
+  auto whole = empty<T>(d0, sh(n));
+  auto first = empty<T>(d0, sh(split));
+  auto second = empty<T>(d1, sh(n - split));
   ops::rng_normal(d0, whole, T(0), T(1), {.algorithm = alg, .seed = 77, .offset = 3}).get();
   ops::rng_normal(d0, first, T(0), T(1), {.algorithm = alg, .seed = 77, .offset = 3}).get();
   ops::rng_normal(d1, second, T(0), T(1), {.algorithm = alg, .seed = 77, .offset = 3 + per_value * split}).get();
@@ -780,7 +824,7 @@ XDEV_DEVICE_TEST_P(Ops, RngHalvesOnTwoDevicesConcatenateToTheWholeStream) {
 template <class S, class D, class Dev>
 void expect_convert(const Dev& dev, const std::vector<S>& src, const std::vector<D>& expected) {
   auto ds = to_device(dev, sh(src.size()), src);
-  auto dd = xdev::empty<D>(dev, sh(src.size()));
+  auto dd = empty<D>(dev, sh(src.size()));
   ops::convert(dev, ds, dd).get();
   EXPECT_TRUE(same_bits(to_host(dd), expected)) << xdev::dtype_of<S> << " -> " << xdev::dtype_of<D>;
 }
@@ -861,7 +905,7 @@ XDEV_DEVICE_TEST_P(Ops, ParallelForCoversTheRangeOnceAndReportsExceptions) {
     EXPECT_EQ(wrong, 0u);
 
     if constexpr (xdev::concepts::HostAccessibleBackend<B>) {
-      auto a = xdev::empty<std::int64_t>(dev, sh(n));
+      auto a = empty<std::int64_t>(dev, sh(n));
       xdev::parallel_for(dev, n, [p = a.buffer().host_data()](std::size_t i) {
         p[i] = static_cast<std::int64_t>(i) * 3;
       }).get();
@@ -982,49 +1026,24 @@ XDEV_DEVICE_TEST_P(Ops, GatherOutputThatIsTheTableIsRejected) {
 
 // ---- fallback accounting --------------------------------------------------------------------
 
-// Whether backend B runs an op itself: the member and argument types ops.hpp looks for. An op
-// whose member is missing runs through the CPU fallback and counts in `fallback.<op>`.
+// Whether backend B has the member of an op (`ops::has_native_op`, the trait the dispatch uses),
+// by the op's member name. An op whose member is missing runs through the CPU fallback and counts
+// in `fallback.<op>`.
 template <class B>
 std::map<std::string, bool> native_ops() {
   using H = typename B::memory_handle;
-  using std::size_t;
-  return {{"fill", requires(B & b, ops::FillArgs<float, H> & a, Completion c){b.fill(size_t{}, a, std::move(c));
-}
-}  // namespace xdev::testing::op_suite
-, {"scale", requires(B& b, ops::ScaleArgs<float, H>& a, Completion c){b.scale(size_t{}, a, std::move(c));
-}
-}
-, {"axpy", requires(B& b, ops::AxpyArgs<float, H>& a, Completion c){b.axpy(size_t{}, a, std::move(c));
-}
-}
-, {"binary", requires(B& b, ops::BinaryArgs<float, H>& a, Completion c){b.binary(size_t{}, a, std::move(c));
-}
-}
-, {"sum", requires(B& b, ops::SumArgs<float, H>& a, Completion c){b.sum(size_t{}, a, std::move(c));
-}
-}
-, {"sum_axis", requires(B& b, ops::SumAxisArgs<float, H>& a, Completion c){b.sum_axis(size_t{}, a, std::move(c));
-}
-}
-, {"dot", requires(B& b, ops::DotArgs<float, H>& a, Completion c){b.dot(size_t{}, a, std::move(c));
-}
-}
-, {"gemm", requires(B& b, ops::GemmArgs<float, H>& a, Completion c){b.gemm(size_t{}, a, std::move(c));
-}
-}
-, {"gather",
-   requires(B& b, ops::GatherArgs<float, std::int32_t, H>& a, Completion c){b.gather(size_t{}, a, std::move(c));
-}
-}
-, {"rng", requires(B& b, ops::RngArgs<float, H>& a, Completion c){b.rng(size_t{}, a, std::move(c));
-}
-}
-, {"convert", requires(B& b, ops::ConvertArgs<float, bf16, H>& a, Completion c){b.convert(size_t{}, a, std::move(c));
-}
-}
-,
-}
-;
+  using xdev::ops::has_native_op;
+  return {{"fill", has_native_op<B, ops::FillArgs<float, H>>},
+          {"scale", has_native_op<B, ops::ScaleArgs<float, H>>},
+          {"axpy", has_native_op<B, ops::AxpyArgs<float, H>>},
+          {"binary", has_native_op<B, ops::BinaryArgs<float, H>>},
+          {"sum", has_native_op<B, ops::SumArgs<float, H>>},
+          {"sum_axis", has_native_op<B, ops::SumAxisArgs<float, H>>},
+          {"dot", has_native_op<B, ops::DotArgs<float, H>>},
+          {"gemm", has_native_op<B, ops::GemmArgs<float, H>>},
+          {"gather", has_native_op<B, ops::GatherArgs<float, std::int32_t, H>>},
+          {"rng", has_native_op<B, ops::RngArgs<float, H>>},
+          {"convert", has_native_op<B, ops::ConvertArgs<float, bf16, H>>}};
 }
 
 template <class B>
@@ -1032,34 +1051,24 @@ void check_fallback_counts(const xdev::Device<B>& dev) {
   const auto native = native_ops<B>();
   auto x = to_device(dev, {2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
   auto y = to_device(dev, {2, 3}, std::vector<float>(6, 1.0f));
-  auto out = xdev::empty<float>(dev, {2, 3});
-  auto row = xdev::empty<float>(dev, sh(3));
+  auto out = empty<float>(dev, {2, 3});
+  auto row = empty<float>(dev, sh(3));
   auto sq = to_device(dev, {3, 3}, std::vector<float>(9, 1.0f));
-  auto c = xdev::empty<float>(dev, {2, 3});
+  auto c = empty<float>(dev, {2, 3});
   auto idx = to_device(dev, sh(2), std::vector<std::int32_t>{1, 0});
-  auto gathered = xdev::empty<float>(dev, {2, 3});
-  auto half = xdev::empty<xdev::bf16>(dev, {2, 3});
-  // Whether the backend runs `member` itself for f32 (and `t2`) and, for `binary`, operator
-  // `bop`: it has the member, its `implements_binary` hook, if any, accepts the operator, and its
-  // `implements` hook, if any, accepts the dtypes.
-  auto natively = [&](const std::string& member, xdev::ops::OpKind kind, xdev::DType t2,
-                      std::optional<xdev::ops::BinaryOp> bop) {
-    if (!native.at(member)) return false;
-    if constexpr (xdev::concepts::DeclaresBinaryOps<B>) {
-      if (bop && !dev.backend().implements_binary(*bop)) return false;
-    }
-    (void)bop;
-    if constexpr (xdev::concepts::DeclaresOps<B>)
-      return static_cast<bool>(dev.backend().implements(kind, xdev::DType::f32, t2));
-    (void)kind;
-    (void)t2;
-    return true;
+  auto gathered = empty<float>(dev, {2, 3});
+  auto half = empty<xdev::bf16>(dev, {2, 3});
+  // Whether the backend runs an op with arguments like `args` itself: it has the member, and
+  // `ops::runs_natively` (the dispatch's own decision: the `implements_binary` and `implements`
+  // hooks, if any) accepts them.
+  using H = typename B::memory_handle;
+  auto natively = [&](const std::string& member, const auto& args) {
+    return native.at(member) && xdev::ops::runs_natively(dev.backend(), args);
   };
   // Runs one op: `fallback.<op>` must grow by 1 when the backend does not run `member` itself
   // (else by 0), and every other fallback counter must stay.
-  auto check = [&](const std::string& op, const std::string& member, xdev::ops::OpKind kind, xdev::DType t2, auto&& run,
-                   std::optional<xdev::ops::BinaryOp> bop = std::nullopt) {
-    const std::uint64_t expected = natively(member, kind, t2, bop) ? 0 : 1;
+  auto check = [&](const std::string& op, const std::string& member, const auto& args, auto&& run) {
+    const std::uint64_t expected = natively(member, args) ? 0 : 1;
     const auto before = fallback_counters();
     run();
     const auto after = fallback_counters();
@@ -1072,28 +1081,29 @@ void check_fallback_counts(const xdev::Device<B>& dev) {
       EXPECT_TRUE(after.contains("fallback." + op)) << op;
     }
   };
-  using K = xdev::ops::OpKind;
-  using xdev::DType;
-  check("fill", "fill", K::fill, DType::f32, [&] { xdev::ops::fill(dev, out, 2.0f).get(); });
-  check("scale", "scale", K::scale, DType::f32, [&] { xdev::ops::scale(dev, out, 2.0f).get(); });
-  check("axpy", "axpy", K::axpy, DType::f32, [&] { xdev::ops::axpy(dev, 2.0f, x, y).get(); });
+  namespace o = xdev::ops;
+  check("fill", "fill", o::FillArgs<float, H>{}, [&] { o::fill(dev, out, 2.0f).get(); });
+  check("scale", "scale", o::ScaleArgs<float, H>{}, [&] { o::scale(dev, out, 2.0f).get(); });
+  check("axpy", "axpy", o::AxpyArgs<float, H>{}, [&] { o::axpy(dev, 2.0f, x, y).get(); });
   // `check` for one operator of the `binary` member.
-  auto check_binary = [&](const std::string& op, xdev::ops::BinaryOp bop, auto&& run) {
-    check(op, "binary", K::binary, DType::f32, run, bop);
+  auto check_binary = [&](const std::string& op, o::BinaryOp bop, auto&& run) {
+    o::BinaryArgs<float, H> args{};
+    args.op = bop;
+    check(op, "binary", args, run);
   };
-  using Bop = xdev::ops::BinaryOp;
-  check_binary("add", Bop::add, [&] { xdev::ops::add(dev, x, y, out).get(); });
-  check_binary("mul", Bop::mul, [&] { xdev::ops::mul(dev, x, y, out).get(); });
-  check_binary("minimum", Bop::min, [&] { xdev::ops::minimum(dev, x, y, out).get(); });
-  check_binary("maximum", Bop::max, [&] { xdev::ops::maximum(dev, x, y, out).get(); });
-  check("sum", "sum", K::sum, DType::f32, [&] { (void)xdev::ops::sum(dev, x).get(); });
-  check("sum", "sum_axis", K::sum_axis, DType::f32, [&] { xdev::ops::sum(dev, x, 0, row).get(); });
-  check("dot", "dot", K::dot, DType::f32, [&] { (void)xdev::ops::dot(dev, x, y).get(); });
-  check("gemm", "gemm", K::gemm, DType::f32, [&] { xdev::ops::gemm(dev, x, sq, c).get(); });
-  check("gather", "gather", K::gather, DType::i32, [&] { xdev::ops::gather(dev, x, idx, gathered).get(); });
-  check("rng_uniform", "rng", K::rng, DType::f32, [&] { xdev::ops::rng_uniform(dev, out).get(); });
-  check("rng_normal", "rng", K::rng, DType::f32, [&] { xdev::ops::rng_normal(dev, out).get(); });
-  check("convert", "convert", K::convert, DType::bf16, [&] { xdev::ops::convert(dev, x, half).get(); });
+  using Bop = o::BinaryOp;
+  check_binary("add", Bop::add, [&] { o::add(dev, x, y, out).get(); });
+  check_binary("mul", Bop::mul, [&] { o::mul(dev, x, y, out).get(); });
+  check_binary("minimum", Bop::min, [&] { o::minimum(dev, x, y, out).get(); });
+  check_binary("maximum", Bop::max, [&] { o::maximum(dev, x, y, out).get(); });
+  check("sum", "sum", o::SumArgs<float, H>{}, [&] { (void)o::sum(dev, x).get(); });
+  check("sum", "sum_axis", o::SumAxisArgs<float, H>{}, [&] { o::sum(dev, x, 0, row).get(); });
+  check("dot", "dot", o::DotArgs<float, H>{}, [&] { (void)o::dot(dev, x, y).get(); });
+  check("gemm", "gemm", o::GemmArgs<float, H>{}, [&] { o::gemm(dev, x, sq, c).get(); });
+  check("gather", "gather", o::GatherArgs<float, std::int32_t, H>{}, [&] { o::gather(dev, x, idx, gathered).get(); });
+  check("rng_uniform", "rng", o::RngArgs<float, H>{}, [&] { o::rng_uniform(dev, out).get(); });
+  check("rng_normal", "rng", o::RngArgs<float, H>{}, [&] { o::rng_normal(dev, out).get(); });
+  check("convert", "convert", o::ConvertArgs<float, bf16, H>{}, [&] { o::convert(dev, x, half).get(); });
   // A copy is a transfer, which every backend has: never a fallback.
   const auto before = fallback_counters();
   xdev::ops::copy(dev, x, out).get();
@@ -1147,7 +1157,7 @@ inline std::vector<float> gemm_reference(const std::vector<float>& a, const std:
 }
 
 XDEV_DEVICE_TEST_P(Ops, AutocastRoundsMatrixInputsOnlyInsideAMatchingScope) {
-  const auto caps = xdev::capabilities_of(this->device());
+  const auto caps = capabilities_of(this->device());
   if (!this->require(caps.autocast_key != xdev::AutocastKey::none && caps.autocast_dtype != xdev::DType::f32,
                      TypeParam::name() + " has no Autocast policy (autocast key none)"))
     return;
@@ -1158,7 +1168,7 @@ XDEV_DEVICE_TEST_P(Ops, AutocastRoundsMatrixInputsOnlyInsideAMatchingScope) {
   const auto a = autocast_inputs(m * k, 21), b = autocast_inputs(k * n, 22);
   auto da = to_device(dev, sh(m, k), a);
   auto db = to_device(dev, sh(k, n), b);
-  auto dc = xdev::empty<float>(dev, sh(m, n));
+  auto dc = empty<float>(dev, sh(m, n));
   auto x = to_device(dev, sh(k), std::vector<float>(a.begin(), a.begin() + k));
   auto y = to_device(dev, sh(k), std::vector<float>(b.begin(), b.begin() + k));
   const auto rounded = gemm_reference(a, b, m, n, k, caps.autocast_dtype);
@@ -1205,7 +1215,7 @@ XDEV_DEVICE_TEST_P(Ops, AutocastRoundsMatrixInputsOnlyInsideAMatchingScope) {
     const std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end());
     auto da64 = to_device(dev, sh(m, k), a64);
     auto db64 = to_device(dev, sh(k, n), b64);
-    auto dc64 = xdev::empty<double>(dev, sh(m, n));
+    auto dc64 = empty<double>(dev, sh(m, n));
     ops::gemm(dev, da64, db64, dc64).get();
     const auto c64 = to_host(dc64);
     EXPECT_NEAR(c64[0], static_cast<double>(gemm_reference(a, b, m, n, k, std::nullopt)[0]), 1e-3);
@@ -1221,7 +1231,7 @@ XDEV_DEVICE_TEST_P(Ops, AutocastRoundsMatrixInputsOnlyInsideAMatchingScope) {
 // Inputs with full mantissas: inside the scope the result is the rounded-input product within the
 // f32 accumulation error (k + 2) eps sum |a~ b~|, since only the order of the additions may differ.
 XDEV_DEVICE_TEST_P(Ops, AutocastAccumulatesInF32) {
-  const auto caps = xdev::capabilities_of(this->device());
+  const auto caps = capabilities_of(this->device());
   if (!this->require(caps.autocast_key != xdev::AutocastKey::none && caps.autocast_dtype != xdev::DType::f32,
                      TypeParam::name() + " has no Autocast policy (autocast key none)"))
     return;
@@ -1230,7 +1240,7 @@ XDEV_DEVICE_TEST_P(Ops, AutocastAccumulatesInF32) {
   const auto a = noise<float>(m * k, 23), b = noise<float>(k * n, 24);
   auto da = to_device(dev, sh(m, k), a);
   auto db = to_device(dev, sh(k, n), b);
-  auto dc = xdev::empty<float>(dev, sh(m, n));
+  auto dc = empty<float>(dev, sh(m, n));
   {
     xdev::AutocastScope on(caps.autocast_key);
     ops::gemm(dev, da, db, dc).get();
@@ -1250,16 +1260,17 @@ XDEV_DEVICE_TEST_P(Ops, AutocastAccumulatesInF32) {
 }
 
 XDEV_REGISTER_DEVICE_TEST_SUITE_P(
-    Ops, Fill, Scale, Axpy, AddAndMul, MinimumAndMaximum, Copy, CopyAcrossDevices, OpsAcceptAStream,
-    SumOfIntegersIsExact, SumOfTenMillionTenthsIsAccurate, SumAlongEachAxis, SumAlongTheOnlyAxisGivesAScalarArray,
-    SumAxisErrorsNameTheShapes, Dot, GemmAllTransposesAndScalarsF32, GemmAllTransposesAndScalarsF64,
-    GemmFullMantissasWithinTheErrorBound, GemmWithAlphaZeroOrEmptyDepthOnlyScalesC, GemmShapeErrorsNameTheShapes,
-    Gather, GatherIndexOutOfRangeFailsTheFutureAndLeavesOutUntouched, RngMatchesTheReferenceStream,
-    RngDefaultGeneratorFollowsTheRngDefaultPolicy, RngDeviceStreamAdvancesAcrossCallsAndManualSeedRestartsIt,
-    RngWithAnExplicitSeedLeavesTheDeviceStreamAlone, RngHalvesOnTwoDevicesConcatenateToTheWholeStream,
-    ConvertRoundsToNearestEvenAndSaturates, ParallelForCoversTheRangeOnceAndReportsExceptions,
-    ShapeMismatchNamesBothShapesAndRunsNothing, ArrayOnAnotherDeviceNamesBothDevicesAndRunsNothing,
-    GemmOutputThatIsAnInputIsRejected, GatherOutputThatIsTheTableIsRejected, EachOpCountsItsFallbackExactlyOnce,
+    Ops, Fill, Scale, Axpy, AddAndMul, MinimumAndMaximum, CombineAndScaleTakeEveryDtype, Copy, CopyAcrossDevices,
+    OpsAcceptAStream, SumOfIntegersIsExact, SumOfTenMillionTenthsIsAccurate, SumAlongEachAxis,
+    SumAlongTheOnlyAxisGivesAScalarArray, SumAxisErrorsNameTheShapes, Dot, GemmAllTransposesAndScalarsF32,
+    GemmAllTransposesAndScalarsF64, GemmFullMantissasWithinTheErrorBound, GemmWithAlphaZeroOrEmptyDepthOnlyScalesC,
+    GemmShapeErrorsNameTheShapes, Gather, GatherIndexOutOfRangeFailsTheFutureAndLeavesOutUntouched,
+    RngMatchesTheReferenceStream, RngDefaultGeneratorFollowsTheRngDefaultPolicy,
+    RngDeviceStreamAdvancesAcrossCallsAndManualSeedRestartsIt, RngWithAnExplicitSeedLeavesTheDeviceStreamAlone,
+    RngHalvesOnTwoDevicesConcatenateToTheWholeStream, ConvertRoundsToNearestEvenAndSaturates,
+    ParallelForCoversTheRangeOnceAndReportsExceptions, ShapeMismatchNamesBothShapesAndRunsNothing,
+    ArrayOnAnotherDeviceNamesBothDevicesAndRunsNothing, GemmOutputThatIsAnInputIsRejected,
+    GatherOutputThatIsTheTableIsRejected, EachOpCountsItsFallbackExactlyOnce,
     AutocastRoundsMatrixInputsOnlyInsideAMatchingScope, AutocastAccumulatesInF32);
 
 }  // namespace xdev::testing::op_suite

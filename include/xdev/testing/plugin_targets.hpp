@@ -23,6 +23,7 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/registry.hpp>
+#include <xdev/testing/erased_targets.hpp>
 
 #include <cstddef>
 #include <exception>

@@ -5,9 +5,9 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/core/shape.hpp>
+#include <xdev/ops/elementwise.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
-#include <xdev/spmd/detail/collective_kernels.hpp>
 #include <xdev/spmd/detail/copy.hpp>
 
 #include <cstddef>
@@ -196,7 +196,7 @@ class CollectiveRun final : public CollectiveDriver {
     submit_copies(devices()[p], std::move(regions), token(p, s));
   }
   void combine(std::size_t p, std::size_t s, const AnyArray<T>& a, const AnyArray<T>& b, AnyArray<T>& out) {
-    submit_combine(devices()[p], plan_.combine, a, b, out, token(p, s));
+    ops::combine(devices()[p], plan_.combine, a, b, out, token(p, s));
   }
   void scale_for_mean(std::size_t p, std::size_t s, AnyArray<T>& x) {
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
@@ -207,7 +207,7 @@ class CollectiveRun final : public CollectiveDriver {
         alpha = 1.0 / static_cast<double>(k);
       else
         alpha = T(static_cast<float>(1.0 / static_cast<double>(k)));
-      submit_scale(devices()[p], x, alpha, token(p, s));
+      ops::scale(devices()[p], x, alpha, token(p, s));
     }
   }
 

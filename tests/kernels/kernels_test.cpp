@@ -1,4 +1,10 @@
-#include <xdev/ops/host_kernels.hpp>
+#include <xdev/kernels/convert.hpp>
+#include <xdev/kernels/elementwise.hpp>
+#include <xdev/kernels/gather.hpp>
+#include <xdev/kernels/gemm.hpp>
+#include <xdev/kernels/parallel.hpp>
+#include <xdev/kernels/reduce.hpp>
+#include <xdev/kernels/rng_fill.hpp>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -28,7 +34,7 @@
 
 namespace {
 
-namespace host = xdev::ops::host;
+namespace host = xdev::kernels;
 using host::Parallel;
 using xdev::bf16;
 using xdev::DType;
@@ -87,7 +93,7 @@ Buf<T> random_values(std::size_t n, std::uint32_t seed, double lo = -1.0, double
       x = dist(gen) > 0;
     else if constexpr (std::is_integral_v<T>)
       x = static_cast<T>(static_cast<std::int64_t>(dist(gen) * 1e9));
-    else if constexpr (xdev::ops::host::detail::is_half<T>)
+    else if constexpr (xdev::kernels::detail::is_half<T>)
       x = T(static_cast<float>(dist(gen)));
     else
       x = static_cast<T>(dist(gen));
@@ -246,7 +252,7 @@ T ref_add(T a, T b) {
     return a || b;
   else if constexpr (std::is_integral_v<T>)
     return static_cast<T>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
-  else if constexpr (xdev::ops::host::detail::is_half<T>)
+  else if constexpr (xdev::kernels::detail::is_half<T>)
     return T(static_cast<float>(a) + static_cast<float>(b));
   else
     return a + b;
@@ -258,7 +264,7 @@ T ref_mul(T a, T b) {
     return a && b;
   else if constexpr (std::is_integral_v<T>)
     return static_cast<T>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
-  else if constexpr (xdev::ops::host::detail::is_half<T>)
+  else if constexpr (xdev::kernels::detail::is_half<T>)
     return T(static_cast<float>(a) * static_cast<float>(b));
   else
     return a * b;
@@ -268,7 +274,7 @@ template <class T>
 T value(double v) {
   if constexpr (std::is_same_v<T, bool>)
     return v != 0;
-  else if constexpr (xdev::ops::host::detail::is_half<T>)
+  else if constexpr (xdev::kernels::detail::is_half<T>)
     return T(static_cast<float>(v));
   else
     return static_cast<T>(v);
@@ -294,14 +300,14 @@ TYPED_TEST(HostElementwiseTyped, FillScaleAxpyBinaryMatchTheReference) {
       host::axpy(par, alpha, a.data(), y.data(), n);
       for (std::size_t i = 0; i < n; ++i) {
         T expected;
-        if constexpr (xdev::ops::host::detail::is_half<T>)
+        if constexpr (xdev::kernels::detail::is_half<T>)
           expected = T(static_cast<float>(b[i]) + static_cast<float>(alpha) * static_cast<float>(a[i]));
         else
           expected = ref_add(b[i], ref_mul(alpha, a[i]));
         if constexpr (std::is_floating_point_v<T>)
           ASSERT_NEAR(static_cast<double>(y[i]), static_cast<double>(expected),
                       4 * std::numeric_limits<T>::epsilon() * (std::abs(static_cast<double>(expected)) + 3));
-        else if constexpr (xdev::ops::host::detail::is_half<T>)  // one f16/bf16 ulp: FMA contraction may differ
+        else if constexpr (xdev::kernels::detail::is_half<T>)  // one f16/bf16 ulp: FMA contraction may differ
           ASSERT_NEAR(static_cast<float>(y[i]), static_cast<float>(expected),
                       0x1p-7f * (std::abs(static_cast<float>(expected)) + 3));
         else
@@ -316,7 +322,7 @@ TYPED_TEST(HostElementwiseTyped, FillScaleAxpyBinaryMatchTheReference) {
 
       // minimum / maximum: exact for every dtype (nothing rounds); (b < a) ? b : a and (a < b) ? b : a.
       auto num = [](T v) {
-        if constexpr (xdev::ops::host::detail::is_half<T>)
+        if constexpr (xdev::kernels::detail::is_half<T>)
           return static_cast<double>(static_cast<float>(v));
         else
           return static_cast<double>(v);
@@ -1037,7 +1043,7 @@ TEST(HostConvert, ParallelEqualsSerial) {
 // included), else `tricky_values` (every u8 among them).
 template <class S>
 Buf<S> convert_sources() {
-  if constexpr (xdev::ops::host::detail::is_half<S>) {
+  if constexpr (xdev::kernels::detail::is_half<S>) {
     Buf<S> v(65536 * 3);  // three times, so that the input spans several parallel chunks
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = S::from_bits(static_cast<std::uint16_t>(i));
     return v;

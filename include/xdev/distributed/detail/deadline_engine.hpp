@@ -1,0 +1,435 @@
+/// \file
+/// The request and deadline engine under every distributed collective: xdev's own communicators,
+/// the arrival tokens that tell which rank never entered a call, non-blocking MPI requests polled
+/// to a deadline, the cross-rank check that every rank passed the same arguments, and the bodies
+/// of the host-memory collectives. `Session` (<xdev/distributed/mpi.hpp>) owns one; the collectives
+/// over a `GlobalMesh` use it through `Session::engine()`. Not part of the public API.
+#pragma once
+
+#include <xdev/core/error.hpp>
+#include <xdev/distributed/detail/mpi_types.hpp>
+#include <xdev/distributed/detail/process.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xdev::distributed::detail {
+
+// What a session call is, as its arrival token says (the tokens' send buffers: static storage,
+// since the sends are never waited for).
+enum class Kind : int {
+  init = 0,
+  barrier = 1,
+  rendezvous = 2,
+  broadcast_master_param = 3,
+  finalize = 4,
+  all_reduce = 5,
+  all_gather = 6,
+  reduce_scatter = 7,
+  broadcast = 8
+};
+inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+inline constexpr const char* kind_names[] = {"init",     "barrier",    "rendezvous", "broadcast_master_param",
+                                             "finalize", "all_reduce", "all_gather", "reduce_scatter",
+                                             "broadcast"};
+static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a token for every Kind");
+inline const char* name_of(int kind) {
+  return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";
+}
+
+inline std::string list_ranks(const std::vector<std::uint32_t>& ranks) {
+  std::string out;
+  for (std::uint32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+/// The engine. Every collective is one *call*: `begin_locked` numbers it and sends this rank's
+/// arrival token to every peer; its MPI requests are polled by `wait_locked` until they complete
+/// or the call's deadline passes (then `fail_locked` names the missing ranks, and the engine is
+/// failed for good). The `*_locked` members need `lock()` held; the others take it themselves.
+class DeadlineEngine {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// One call in flight: its number, kind, timeout and deadline.
+  struct Op {
+    std::uint64_t seq = 0;
+    Kind kind = Kind::barrier;
+    std::chrono::milliseconds timeout{0};
+    Clock::time_point deadline;
+  };
+
+  DeadlineEngine() = default;
+  DeadlineEngine(const DeadlineEngine&) = delete;
+  DeadlineEngine& operator=(const DeadlineEngine&) = delete;
+  ~DeadlineEngine() { close(); }
+
+  /// Duplicates `MPI_COMM_WORLD` twice (the collectives' communicator and the arrival tokens'),
+  /// waiting for every rank until `deadline`. Call once, after MPI is initialised.
+  /// \throws xdev::error `errc::deadline_exceeded` when not every rank arrived in `timeout`.
+  void open(std::uint32_t rank, std::uint32_t world_size, std::chrono::milliseconds timeout) {
+    rank_ = rank;
+    world_size_ = world_size;
+    arrived_.assign(world_size, 0);
+    last_kind_.assign(world_size, -1);
+    const auto deadline = Clock::now() + timeout;
+    // Nobody can name the missing ranks yet: this wait reports the deadline alone.
+    MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    mpi_check(MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &reqs[0]), "MPI_Comm_idup");
+    mpi_check(MPI_Comm_idup(MPI_COMM_WORLD, &arrivals_, &reqs[1]), "MPI_Comm_idup");
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      mpi_check(MPI_Testall(2, reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (done != 0) break;
+      if (Clock::now() > deadline)
+        throw error(errc::deadline_exceeded, "distributed::init on rank " + std::to_string(rank) +
+                                                 ": not every rank of " + std::to_string(world_size) +
+                                                 " reached init within " + std::to_string(timeout.count()) + " ms");
+      backoff(spins);
+    }
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(arrivals_, MPI_ERRORS_RETURN);
+  }
+
+  /// Waits (within `timeout`) for every rank to end its session too and takes every arrival
+  /// token still in flight, so that no message is left unmatched at `MPI_Finalize`.
+  /// \throws xdev::error as `wait_locked`, or `errc::deadline_exceeded` when tokens stay missing.
+  void end_locked(std::chrono::milliseconds timeout) {
+    Op op = begin_locked(Kind::finalize, timeout);
+    MPI_Request req = MPI_REQUEST_NULL;
+    mpi_check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    wait_locked(op, req, "waiting for every rank to end its session");
+    // Every peer entered the final barrier, so each one's arrival tokens are all sent.
+    while (true) {
+      drain_locked();
+      bool all = true;
+      for (std::uint32_t p = 0; p < world_size_; ++p)
+        if (p != rank_ && arrived_[p] < seq_) all = false;
+      if (all) break;
+      if (Clock::now() > op.deadline)
+        throw error(errc::deadline_exceeded, "arrival tokens missing at the end of the session");
+      std::this_thread::yield();
+    }
+  }
+
+  /// Frees the communicators (idempotent; MPI must still be initialised).
+  void close() noexcept {
+    if (arrivals_ != MPI_COMM_NULL) MPI_Comm_free(&arrivals_);
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+  }
+
+  /// The collectives' communicator (xdev's own duplicate of `MPI_COMM_WORLD`).
+  [[nodiscard]] MPI_Comm communicator() const noexcept { return comm_; }
+  /// Serializes the calls: every `*_locked` member needs it held.
+  [[nodiscard]] std::unique_lock<std::mutex> lock() const { return std::unique_lock(mutex_); }
+  /// A call missed its deadline: the job cannot go on.
+  [[nodiscard]] bool failed() const {
+    std::lock_guard lock(mutex_);
+    return failed_;
+  }
+  /// Why it failed ("" when it did not); with `lock()` held.
+  [[nodiscard]] const std::string& failure_locked() const noexcept { return failure_; }
+  [[nodiscard]] bool failed_locked() const noexcept { return failed_; }
+
+  /// Overwrites `data` on every rank with rank `root`'s (`MPI_Ibcast`), after checking that every
+  /// rank passed the same size, `description` and root.
+  void broadcast(std::span<std::byte> data, std::uint32_t root, const std::string& description,
+                 std::optional<std::chrono::milliseconds> timeout) {
+    std::lock_guard lock(mutex_);
+    Op op = begin_locked(Kind::broadcast, timeout);
+    check_headers("broadcast", headers_locked(op, data.size(), 0, description + " from rank " + std::to_string(root)),
+                  true, "bytes");
+    if (root >= world_size_)
+      throw error(errc::invalid_argument, "distributed::broadcast: root " + std::to_string(root) +
+                                              " is not a rank of the job of " + std::to_string(world_size_) +
+                                              " processes");
+    broadcast_locked(op, data, static_cast<int>(root));
+    drain_locked();
+  }
+
+  // Every rank's `mine` (`element`-byte elements; ranks may contribute different numbers), in rank
+  // order into `all`, which must hold their total on every rank; `description` names the elements.
+  void all_gather(std::span<const std::byte> mine, std::span<std::byte> all, std::size_t element,
+                  const std::string& description, std::optional<std::chrono::milliseconds> timeout) {
+    constexpr const char* name = "all_gather";
+    std::lock_guard lock(mutex_);
+    Op op = begin_locked(Kind::all_gather, timeout);
+    const auto headers = headers_locked(op, mine.size() / element, all.size() / element, description);
+    check_headers(name, headers, false, "elements");
+    std::uint64_t total = 0;
+    for (const auto& h : headers) total += h.count[0];
+    std::string wrong;
+    for (std::size_t r = 0; r < headers.size(); ++r)
+      if (headers[r].count[1] != total)
+        wrong += std::string(wrong.empty() ? "" : ", ") + "rank " + std::to_string(r) + "'s holds " +
+                 std::to_string(headers[r].count[1]);
+    if (!wrong.empty())
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the ranks contribute " +
+                                              std::to_string(total) + " elements in all, but the output " + wrong +
+                                              " (it must hold every rank's contribution)");
+    std::vector<std::uint64_t> sizes(headers.size());
+    for (std::size_t r = 0; r < headers.size(); ++r) sizes[r] = headers[r].count[0] * element;
+    allgatherv_locked(op, mine, all, sizes, std::string(name) + ": the contributions");
+    drain_locked();
+  }
+
+  template <class T>
+  void reduce_scatter(std::span<const T> in, std::span<T> out, MPI_Op mpi_op, const std::string& description,
+                      std::optional<std::chrono::milliseconds> timeout) {
+    constexpr const char* name = "reduce_scatter";
+    const MPI_Datatype type = mpi_datatype<T>();
+    std::lock_guard lock(mutex_);
+    Op op = begin_locked(Kind::reduce_scatter, timeout);
+    const auto headers = headers_locked(op, in.size(), out.size(),
+                                        (description.empty() ? std::string() : description + ", ") + "elements of " +
+                                            std::to_string(sizeof(T)) + " bytes, " + mpi_op_name(mpi_op));
+    check_headers(name, headers, true, "elements");
+    std::uint64_t total = 0;
+    for (const auto& h : headers) total += h.count[1];
+    if (total != in.size()) {
+      std::string slices;
+      for (std::size_t r = 0; r < headers.size(); ++r) slices += (r ? ", " : "") + std::to_string(headers[r].count[1]);
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the ranks' outputs (" + slices +
+                                              " elements, in rank order) add up to " + std::to_string(total) +
+                                              ", but the input has " + std::to_string(in.size()) +
+                                              " (they must cover it)");
+    }
+    if (total > static_cast<std::uint64_t>(INT_MAX))
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the input has " +
+                                              std::to_string(total) + " elements; at most " + std::to_string(INT_MAX) +
+                                              " are accepted");
+    if (total > 0) {
+      std::vector<int> counts(headers.size());
+      for (std::size_t r = 0; r < headers.size(); ++r) counts[r] = static_cast<int>(headers[r].count[1]);
+      T dummy[1]{};
+      MPI_Request req = MPI_REQUEST_NULL;
+      mpi_check(
+          MPI_Ireduce_scatter(in.data(), out.empty() ? dummy : out.data(), counts.data(), type, mpi_op, comm_, &req),
+          "MPI_Ireduce_scatter");
+      wait_locked(op, req, "MPI_Ireduce_scatter");
+    }
+    drain_locked();
+  }
+
+  /// Rank 0's `data` to every rank, after checking that every rank has the same `description` and size.
+  void broadcast_master_locked(const Op& op, std::span<std::byte> data, const std::string& description) {
+    agree_locked(op, "broadcast_master_param", data.size(), description);
+    broadcast_locked(op, data, 0);
+  }
+
+  // ---- the steps of a call, with lock() held ----
+
+  // Opens call number seq_+1 and tells every other rank that this one arrived.
+  Op begin_locked(Kind kind, std::optional<std::chrono::milliseconds> timeout) {
+    if (failed_)
+      throw error(errc::unavailable, std::string("distributed::") + name_of(static_cast<int>(kind)) +
+                                         ": the session failed earlier (" + failure_ + "); the job cannot continue");
+    const auto t = timeout.value_or(default_timeout());
+    if (t.count() <= 0)
+      throw error(errc::invalid_argument, std::string("distributed::") + name_of(static_cast<int>(kind)) +
+                                              ": the timeout must be > 0, got " + std::to_string(t.count()) + " ms");
+    Op op{++seq_, kind, t, Clock::now() + t};
+    for (std::uint32_t p = 0; p < world_size_; ++p) {
+      if (p == rank_) continue;
+      MPI_Request req = MPI_REQUEST_NULL;
+      mpi_check(
+          MPI_Isend(&kind_codes[static_cast<int>(kind)], 1, MPI_INT, static_cast<int>(p), arrival_tag, arrivals_, &req),
+          "MPI_Isend");
+      // Never waited for: the buffer is static, and the receiver takes every token (drain_locked).
+      MPI_Request_free(&req);
+    }
+    return op;
+  }
+
+  // Receives the arrival tokens that have come in.
+  void drain_locked() {
+    while (true) {
+      int flag = 0;
+      MPI_Status status;
+      mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, arrival_tag, arrivals_, &flag, &status), "MPI_Iprobe");
+      if (flag == 0) return;
+      int kind = -1;
+      mpi_check(MPI_Recv(&kind, 1, MPI_INT, status.MPI_SOURCE, arrival_tag, arrivals_, MPI_STATUS_IGNORE), "MPI_Recv");
+      ++arrived_[static_cast<std::size_t>(status.MPI_SOURCE)];
+      last_kind_[static_cast<std::size_t>(status.MPI_SOURCE)] = kind;
+    }
+  }
+
+  // Polls `req` until it completes or the call's deadline passes.
+  void wait_locked(const Op& op, MPI_Request& req, const char* phase) {
+    for (int spins = 0;; ++spins) {
+      int done = 0;
+      mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done != 0) return;
+      if (Clock::now() > op.deadline) fail_locked(op, phase);
+      backoff(spins);
+    }
+  }
+
+  [[noreturn]] void fail_locked(const Op& op, const char* phase) {
+    drain_locked();
+    std::vector<std::uint32_t> missing;
+    std::string elsewhere;
+    for (std::uint32_t p = 0; p < world_size_; ++p) {
+      if (p == rank_) continue;
+      if (arrived_[p] < op.seq)
+        missing.push_back(p);
+      else if (arrived_[p] == op.seq && last_kind_[p] != static_cast<int>(op.kind))
+        elsewhere += std::string(elsewhere.empty() ? "" : ", ") + "rank " + std::to_string(p) + " called " +
+                     name_of(last_kind_[p]);
+    }
+    std::string what = std::string("distributed::") + name_of(static_cast<int>(op.kind)) + " (call #" +
+                       std::to_string(op.seq) + ") on rank " + std::to_string(rank_) + ": deadline of " +
+                       std::to_string(op.timeout.count()) + " ms exceeded (" + phase + "): ";
+    if (!missing.empty())
+      what += (missing.size() == 1 ? "rank " : "ranks ") + list_ranks(missing) + " of " + std::to_string(world_size_) +
+              (missing.size() == 1 ? " has" : " have") + " not arrived";
+    else if (!elsewhere.empty())
+      what += "every rank arrived, but not at the same call: " + elsewhere;
+    else
+      what += "every rank arrived, but the MPI operation did not complete";
+    what += "; the session has failed: destroying it aborts the job";
+    failed_ = true;
+    failure_ = what;
+    throw error(errc::deadline_exceeded, what);
+  }
+
+  // Every rank's `mine`, in rank order (MPI_Iallgather of the sizes, then MPI_Iallgatherv).
+  std::vector<std::vector<std::byte>> allgather_locked(const Op& op, std::span<const std::byte> mine,
+                                                       const std::string& what) {
+    const std::size_t n = world_size_;
+    std::vector<std::uint64_t> sizes(n);
+    const std::uint64_t my_size = mine.size();
+    MPI_Request req = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallgather(&my_size, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, comm_, &req), "MPI_Iallgather");
+    wait_locked(op, req, "MPI_Iallgather of the sizes");
+    std::uint64_t total = 0;
+    for (auto s : sizes) total += s;
+    // Too large a total is refused by allgatherv_locked before anything is sent.
+    std::vector<std::byte> buffer(total <= static_cast<std::uint64_t>(INT_MAX) ? static_cast<std::size_t>(total) : 0);
+    allgatherv_locked(op, mine, buffer, sizes, what + ": the payloads");
+    std::vector<std::vector<std::byte>> out(n);
+    for (std::size_t r = 0, at = 0; r < n; at += sizes[r], ++r)
+      out[r].assign(buffer.begin() + static_cast<std::ptrdiff_t>(at),
+                    buffer.begin() + static_cast<std::ptrdiff_t>(at + sizes[r]));
+    return out;
+  }
+
+  // Every rank's `mine` (rank r's is `sizes[r]` bytes, every rank knowing every size) into `all`,
+  // in rank order (MPI_Iallgatherv). \throws invalid_argument naming `what` when the sizes total
+  // more than MPI's int counts reach.
+  void allgatherv_locked(const Op& op, std::span<const std::byte> mine, std::span<std::byte> all,
+                         const std::vector<std::uint64_t>& sizes, const std::string& what) {
+    std::uint64_t total = 0;
+    for (auto s : sizes) total += s;
+    if (total > static_cast<std::uint64_t>(INT_MAX))
+      throw error(errc::invalid_argument, "distributed::" + what + " total " + std::to_string(total) +
+                                              " bytes; at most " + std::to_string(INT_MAX) + " are accepted");
+    std::vector<int> counts(sizes.size());
+    std::vector<int> displs(sizes.size());
+    for (std::size_t r = 0, at = 0; r < sizes.size(); at += sizes[r], ++r) {
+      counts[r] = static_cast<int>(sizes[r]);
+      displs[r] = static_cast<int>(at);
+    }
+    std::byte dummy[1]{};  // a valid address for an empty side
+    MPI_Request req = MPI_REQUEST_NULL;
+    mpi_check(MPI_Iallgatherv(mine.empty() ? dummy : mine.data(), static_cast<int>(mine.size()), MPI_BYTE,
+                              all.empty() ? dummy : all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &req),
+              "MPI_Iallgatherv");
+    wait_locked(op, req, "MPI_Iallgatherv");
+  }
+
+  // What each rank passed to a collective: two counts and a description (sizes, shapes, op).
+  struct CallHeader {
+    std::uint64_t count[2];
+    char description[112];
+  };
+
+  // Every rank's header, in rank order (MPI_Iallgather).
+  std::vector<CallHeader> headers_locked(const Op& op, std::uint64_t a, std::uint64_t b,
+                                         const std::string& description) {
+    CallHeader mine{};
+    mine.count[0] = a;
+    mine.count[1] = b;
+    std::strncpy(mine.description, description.c_str(), sizeof mine.description - 1);
+    std::vector<CallHeader> all(world_size_);
+    MPI_Request req = MPI_REQUEST_NULL;
+    mpi_check(
+        MPI_Iallgather(&mine, sizeof(CallHeader), MPI_BYTE, all.data(), sizeof(CallHeader), MPI_BYTE, comm_, &req),
+        "MPI_Iallgather");
+    wait_locked(op, req, "MPI_Iallgather of the sizes");
+    return all;
+  }
+
+  // Throws invalid_argument (on every rank: they all see the same headers) naming the ranks whose
+  // description, or first count when `same_count`, differs from rank 0's.
+  static void check_headers(const char* name, const std::vector<CallHeader>& all, bool same_count, const char* unit) {
+    auto text = [&](std::size_t r) {
+      return std::string(all[r].description) +
+             (same_count ? " (" + std::to_string(all[r].count[0]) + " " + unit + ")" : std::string());
+    };
+    std::string mismatch;
+    for (std::size_t r = 1; r < all.size(); ++r)
+      if ((same_count && all[r].count[0] != all[0].count[0]) ||
+          std::strcmp(all[r].description, all[0].description) != 0)
+        mismatch += "; rank " + std::to_string(r) + " has " + text(r);
+    if (!mismatch.empty())
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": rank 0 has " + text(0) + mismatch +
+                                              " (every rank must pass the same)");
+  }
+
+  // Checks that every rank passed the same `description` and size to call `name`; throws
+  // invalid_argument on every rank otherwise.
+  void agree_locked(const Op& op, const char* name, std::size_t bytes, const std::string& description) {
+    check_headers(name, headers_locked(op, bytes, 0, description), true, "bytes");
+  }
+
+  // `root`'s `data` to every rank (chunked below 2^31 bytes).
+  void broadcast_locked(const Op& op, std::span<std::byte> data, int root) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    constexpr std::size_t chunk = std::size_t{1} << 30;  // MPI counts are ints
+    for (std::size_t at = 0; at < data.size(); at += chunk) {
+      const auto count = static_cast<int>(std::min(chunk, data.size() - at));
+      mpi_check(MPI_Ibcast(data.data() + at, count, MPI_BYTE, root, comm_, &req), "MPI_Ibcast");
+      wait_locked(op, req, "MPI_Ibcast");
+    }
+  }
+
+  // Between two MPI_Test calls. MPI progresses a non-blocking collective inside MPI_Test, so a
+  // long sleep here stretches every step of a large reduction: yield for the first ~10^4 polls
+  // (milliseconds), then sleep briefly (a rank waiting long for a peer needs no core).
+  static void backoff(int spins) {
+    if (spins < 10000)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(spins < 20000 ? 20 : 200));
+  }
+
+ private:
+  std::uint32_t rank_ = 0;
+  std::uint32_t world_size_ = 1;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm arrivals_ = MPI_COMM_NULL;
+  mutable std::mutex mutex_;
+  std::uint64_t seq_ = 0;               // calls made (every rank makes the same calls)
+  std::vector<std::uint64_t> arrived_;  // per peer: arrival tokens received
+  std::vector<int> last_kind_;          // per peer: the kind of its last token
+  bool failed_ = false;
+  std::string failure_;
+  static constexpr int arrival_tag = 1;
+};
+
+}  // namespace xdev::distributed::detail

@@ -1,0 +1,223 @@
+/// \file
+/// The element-wise ops: `fill`, `scale`, `axpy`, `add`, `mul`, `minimum`, `maximum`, and `copy`.
+/// Every op takes a queue (a `Device<B>` or an `AnyDevice`, meaning its default stream, or a
+/// `Stream<B>` or an `AnyStream`) and a completion token (default `xdev::use_future`). See docs/ops.md.
+#pragma once
+
+#include <xdev/async/use_future.hpp>
+#include <xdev/backend/completion.hpp>
+#include <xdev/core/dtype.hpp>
+#include <xdev/kernels/elementwise.hpp>
+#include <xdev/memory/array.hpp>
+#include <xdev/ops/dispatch.hpp>
+#include <xdev/ops/fallback.hpp>
+#include <xdev/ops/op_args.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace xdev::ops {
+
+// ---- the op table rows (see op_traits in <xdev/ops/dispatch.hpp>) ----------------------------
+
+template <class T, class H>
+struct op_traits<FillArgs<T, H>> {
+  static const char* name(const FillArgs<T, H>&) noexcept { return "fill"; }
+  template <class B>
+  static auto native(B& b, std::size_t d, const FillArgs<T, H>& a, Completion c)
+      -> decltype(b.fill(d, a, std::move(c))) {
+    return b.fill(d, a, std::move(c));
+  }
+  static std::vector<detail::Staged<H>> operands(const FillArgs<T, H>& a) {
+    return {detail::staged<T>(a.x, a.n, false, true)};
+  }
+  static void compute(const FillArgs<T, H>& a, std::vector<std::byte*>& p) {
+    kernels::fill(detail::fallback_parallel(), reinterpret_cast<T*>(p[0]), a.n, a.value);
+  }
+};
+
+template <class T, class H>
+struct op_traits<ScaleArgs<T, H>> {
+  static const char* name(const ScaleArgs<T, H>&) noexcept { return "scale"; }
+  template <class B>
+  static auto native(B& b, std::size_t d, const ScaleArgs<T, H>& a, Completion c)
+      -> decltype(b.scale(d, a, std::move(c))) {
+    return b.scale(d, a, std::move(c));
+  }
+  static std::vector<detail::Staged<H>> operands(const ScaleArgs<T, H>& a) {
+    return {detail::staged<T>(a.x, a.n, true, true)};
+  }
+  static void compute(const ScaleArgs<T, H>& a, std::vector<std::byte*>& p) {
+    kernels::scale(detail::fallback_parallel(), reinterpret_cast<T*>(p[0]), a.n, a.alpha);
+  }
+};
+
+template <class T, class H>
+struct op_traits<AxpyArgs<T, H>> {
+  static const char* name(const AxpyArgs<T, H>&) noexcept { return "axpy"; }
+  template <class B>
+  static auto native(B& b, std::size_t d, const AxpyArgs<T, H>& a, Completion c)
+      -> decltype(b.axpy(d, a, std::move(c))) {
+    return b.axpy(d, a, std::move(c));
+  }
+  static std::vector<detail::Staged<H>> operands(const AxpyArgs<T, H>& a) {
+    return {detail::staged<T>(a.x, a.n, true, false), detail::staged<T>(a.y, a.n, true, true)};
+  }
+  static void compute(const AxpyArgs<T, H>& a, std::vector<std::byte*>& p) {
+    kernels::axpy(detail::fallback_parallel(), a.alpha, reinterpret_cast<const T*>(p[0]), reinterpret_cast<T*>(p[1]),
+                  a.n);
+  }
+};
+
+/// `add`, `mul`, `minimum` and `maximum`: one `binary` member; the fallback counts
+/// `fallback.add`, `fallback.mul`, `fallback.minimum` or `fallback.maximum` (`name_of(BinaryOp)`).
+template <class T, class H>
+struct op_traits<BinaryArgs<T, H>> {
+  static const char* name(const BinaryArgs<T, H>& a) noexcept { return name_of(a.op); }
+  template <class B>
+  static auto native(B& b, std::size_t d, const BinaryArgs<T, H>& a, Completion c)
+      -> decltype(b.binary(d, a, std::move(c))) {
+    return b.binary(d, a, std::move(c));
+  }
+  static std::vector<detail::Staged<H>> operands(const BinaryArgs<T, H>& a) {
+    return {detail::staged<T>(a.a, a.n, true, false), detail::staged<T>(a.b, a.n, true, false),
+            detail::staged<T>(a.out, a.n, false, true)};
+  }
+  static void compute(const BinaryArgs<T, H>& a, std::vector<std::byte*>& p) {
+    kernels::binary(detail::fallback_parallel(), a.op, reinterpret_cast<const T*>(p[0]),
+                    reinterpret_cast<const T*>(p[1]), reinterpret_cast<T*>(p[2]), a.n);
+  }
+};
+
+// ---- element-wise --------------------------------------------------------------------------
+
+/// Sets every element of `x` to `value`. Signature `void(std::exception_ptr)`.
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+auto fill(const Q& q, Array<T, detail::backend_of<Q>>& x, std::type_identity_t<T> value, Token&& token = use_future) {
+  const auto& s = detail::stream_of(q);
+  detail::check_array("fill", "x", x, s.device());
+  FillArgs<T, decltype(detail::handle(x))> args{detail::handle(x), x.size(), value};
+  return detail::submit_op(s, args, std::forward<Token>(token));
+}
+
+/// `x *= alpha`, element-wise. f32 and f64 run the backend's `scale` member (or the CPU fallback);
+/// every other dtype runs the CPU fallback (counted in `fallback.scale`), with the arithmetic of
+/// `kernels::scale`: integers wrap modulo 2^bits, f16/bf16 compute in float and round once, bool
+/// is `and`.
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires HasDType<T>
+auto scale(const Q& q, Array<T, detail::backend_of<Q>>& x, std::type_identity_t<T> alpha, Token&& token = use_future) {
+  const auto& s = detail::stream_of(q);
+  detail::check_array("scale", "x", x, s.device());
+  ScaleArgs<T, decltype(detail::handle(x))> args{detail::handle(x), x.size(), alpha};
+  if constexpr (detail::is_arith<T>)
+    return detail::submit_op(s, args, std::forward<Token>(token));
+  else
+    return detail::submit_fallback(s, args, std::forward<Token>(token));
+}
+
+/// `y += alpha * x`, element-wise; shapes must match (f32, f64).
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T>
+auto axpy(const Q& q, std::type_identity_t<T> alpha, const Array<T, detail::backend_of<Q>>& x,
+          Array<T, detail::backend_of<Q>>& y, Token&& token = use_future) {
+  const auto& s = detail::stream_of(q);
+  detail::check_array("axpy", "x", x, s.device());
+  detail::check_array("axpy", "y", y, s.device());
+  detail::check_same_shape("axpy", x, "x", y, "y");
+  AxpyArgs<T, decltype(detail::handle(x))> args{alpha, detail::handle(x), detail::handle(y), x.size()};
+  return detail::submit_op(s, args, std::forward<Token>(token));
+}
+
+namespace detail {
+template <class Q, class T, class Token>
+auto binary(const char* name, BinaryOp op, const Q& q, const Array<T, backend_of<Q>>& a,
+            const Array<T, backend_of<Q>>& b, Array<T, backend_of<Q>>& out, Token&& token) {
+  const auto& s = stream_of(q);
+  check_array(name, "a", a, s.device());
+  check_array(name, "b", b, s.device());
+  check_array(name, "out", out, s.device());
+  check_same_shape(name, a, "a", b, "b");
+  check_same_shape(name, a, "a", out, "out");
+  BinaryArgs<T, decltype(handle(a))> args{op, handle(a), handle(b), handle(out), a.size()};
+  return submit_op(s, args, std::forward<Token>(token));
+}
+}  // namespace detail
+
+/// `out = a + b`, element-wise; all three shapes equal; `out` may be `a` or `b` (f32, f64).
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T>
+auto add(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
+         Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
+  return detail::binary("add", BinaryOp::add, q, a, b, out, std::forward<Token>(token));
+}
+
+/// `out = a * b`, element-wise; as `add`.
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T>
+auto mul(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
+         Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
+  return detail::binary("mul", BinaryOp::mul, q, a, b, out, std::forward<Token>(token));
+}
+
+/// `out = min(a, b)`, element-wise: `(b < a) ? b : a`, as `std::min`; as `add` otherwise. Exact
+/// (each element is one of the inputs, bit for bit): `a` wins ties, so `minimum(-0.0, +0.0)` is
+/// -0.0 and `minimum(+0.0, -0.0)` is +0.0; a NaN in `a` propagates, a NaN in `b` does not.
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T>
+auto minimum(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
+             Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
+  return detail::binary("minimum", BinaryOp::min, q, a, b, out, std::forward<Token>(token));
+}
+
+/// `out = max(a, b)`, element-wise: `(a < b) ? b : a`, as `std::max`; as `minimum` otherwise (`a`
+/// wins ties, a NaN in `a` propagates).
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T>
+auto maximum(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
+             Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
+  return detail::binary("maximum", BinaryOp::max, q, a, b, out, std::forward<Token>(token));
+}
+
+/// `out = a op b`, element-wise, for every dtype and every `BinaryOp`: what the collectives combine
+/// chunks with. f32 and f64 are exactly `add`, `mul`, `minimum` or `maximum` (the backend's
+/// `binary` member, or the CPU fallback); every other dtype runs the CPU fallback (counted in
+/// `fallback.add`, ...), with the arithmetic of `kernels::binary` (integers wrap, f16/bf16 round
+/// once, min/max select bit for bit). All three shapes equal; `out` may be `a` or `b`.
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires HasDType<T>
+auto combine(const Q& q, BinaryOp op, const Array<T, detail::backend_of<Q>>& a,
+             const Array<T, detail::backend_of<Q>>& b, Array<T, detail::backend_of<Q>>& out,
+             Token&& token = use_future) {
+  if (static_cast<unsigned>(op) > static_cast<unsigned>(BinaryOp::max))
+    detail::invalid("combine", "unknown BinaryOp value " + std::to_string(static_cast<unsigned>(op)) +
+                                   "; accepted: add (0), mul (1), min (2), max (3)");
+  if constexpr (detail::is_arith<T>) {
+    return detail::binary(name_of(op), op, q, a, b, out, std::forward<Token>(token));
+  } else {
+    const auto& s = detail::stream_of(q);
+    const char* name = name_of(op);
+    detail::check_array(name, "a", a, s.device());
+    detail::check_array(name, "b", b, s.device());
+    detail::check_array(name, "out", out, s.device());
+    detail::check_same_shape(name, a, "a", b, "b");
+    detail::check_same_shape(name, a, "a", out, "out");
+    BinaryArgs<T, decltype(detail::handle(a))> args{op, detail::handle(a), detail::handle(b), detail::handle(out),
+                                                    a.size()};
+    return detail::submit_fallback(s, args, std::forward<Token>(token));
+  }
+}
+
+/// Copies `src` into `dst` (same shape; either may be on another device of the same runtime).
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+auto copy(const Q& q, const Array<T, detail::backend_of<Q>>& src, Array<T, detail::backend_of<Q>>& dst,
+          Token&& token = use_future) {
+  detail::check_same_shape("copy", src, "src", dst, "dst");
+  return detail::stream_of(q).copy(src.buffer(), dst.buffer(), std::forward<Token>(token));
+}
+
+}  // namespace xdev::ops
