@@ -453,6 +453,11 @@ __kernel void NAME(scale)(__global T* x, ulong n, T alpha) {
   if (i < n) x[i] = x[i] * alpha;
 }
 
+__kernel void NAME(exp)(__global const T* x, __global T* out, ulong n) {
+  const ulong i = get_global_id(0);
+  if (i < n) out[i] = exp(x[i]);
+}
+
 __kernel void NAME(axpy)(T alpha, __global const T* x, __global T* y, ulong n) {
   const ulong i = get_global_id(0);
   if (i < n) y[i] = y[i] + alpha * x[i];
@@ -773,6 +778,16 @@ long i64_from_float(uint f) {
 ushort f16_from_float(uint f) { return xdev_f16_from_f32(f); }
 ushort bf16_from_float(uint f) { return xdev_bf16_from_f32(f); }
 float f32_from_float(uint f) { return as_float(f); }
+
+// exp of f16 and bf16: computed in float, rounded once to nearest even (xdev::kernels::exp).
+__kernel void exp_f16(__global const ushort* x, __global ushort* out, ulong n) {
+  const ulong i = get_global_id(0);
+  if (i < n) out[i] = xdev_f16_from_f32(as_uint(exp(as_float(xdev_f32_from_f16(x[i])))));
+}
+__kernel void exp_bf16(__global const ushort* x, __global ushort* out, ulong n) {
+  const ulong i = get_global_id(0);
+  if (i < n) out[i] = xdev_bf16_from_f32(as_uint(exp(as_float(xdev_f32_from_bf16(x[i])))));
+}
 
 #define XDEV_CONVERT(S, D, KIND)                                                          \
   __kernel void convert_##S##_##D(__global const st_##S* src, __global st_##D* dst, ulong n) { \

@@ -467,6 +467,18 @@ class OpenCL {
                 pending(std::move(done), d.label + ": scale"));
   }
 
+  /// `out = e^x` with OpenCL's `exp` (within 3 ulp of the correctly rounded result, the OpenCL
+  /// 1.2 full profile's bound); f16 and bf16 through float, rounded once.
+  template <class T>
+  requires detail::is_float_data<T> || std::is_same_v<T, xdev::f16> || std::is_same_v<T, xdev::bf16>
+  void exp(std::size_t device, const xdev::ops::ExpArgs<T, memory_handle>& a, xdev::Completion done) {
+    if (a.n == 0) return done(nullptr);
+    Dev& d = dev(device);
+    std::unique_lock lk(d.m);
+    const std::string k = std::string("exp_") + std::string(detail::dtype_suffix<T>());
+    complete_on(d, lk, enqueue_1d(d, k, a.n, a.x, a.out, cl_ulong{a.n}), pending(std::move(done), d.label + ": exp"));
+  }
+
   template <class T>
   requires detail::is_float_data<T>
   void axpy(std::size_t device, const xdev::ops::AxpyArgs<T, memory_handle>& a, xdev::Completion done) {

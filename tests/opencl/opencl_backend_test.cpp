@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <future>
 #include <memory>
@@ -167,6 +168,26 @@ TEST_F(OpenCLBackend, TransfersRoundTripAndCrossDevices) {
   run([&](xdev::Completion d) { b().copy_to_host(0, a, 0, out.data(), 0, std::move(d)); });
   b().deallocate(0, a, bytes);
   b().deallocate(last, c, bytes);
+}
+
+// exp (ABI 1.4) is one of the OpenCL plugin's own kernels, for f32 and the half types: the op's
+// member exists for them (so the plugin table reports them and xdev never takes the fallback).
+TEST_F(OpenCLBackend, ExpRunsOnTheDeviceForF32F16AndBf16) {
+  static_assert(xdev::ops::has_native_op<OpenCL, xdev::ops::ExpArgs<float, OpenCL::memory_handle>> &&
+                xdev::ops::has_native_op<OpenCL, xdev::ops::ExpArgs<xdev::bf16, OpenCL::memory_handle>> &&
+                xdev::ops::has_native_op<OpenCL, xdev::ops::ExpArgs<xdev::f16, OpenCL::memory_handle>> &&
+                !xdev::ops::has_native_op<OpenCL, xdev::ops::ExpArgs<std::int32_t, OpenCL::memory_handle>>);
+  const std::vector<float> in{-1.0f, 0.0f, 0.5f, 2.0f};
+  std::vector<float> out(in.size(), -1.0f);
+  const std::size_t bytes = in.size() * sizeof(float);
+  auto x = b().allocate(0, bytes);
+  run([&](xdev::Completion d) { b().copy_to_device(0, in.data(), x, 0, bytes, std::move(d)); });
+  run([&](xdev::Completion d) {
+    b().exp(0, xdev::ops::ExpArgs<float, OpenCL::memory_handle>{x, x, in.size()}, std::move(d));
+  });
+  run([&](xdev::Completion d) { b().copy_to_host(0, x, 0, out.data(), bytes, std::move(d)); });
+  for (std::size_t i = 0; i < in.size(); ++i) EXPECT_NEAR(out[i], std::exp(in[i]), 4e-7f * std::exp(in[i])) << i;
+  b().deallocate(0, x, bytes);
 }
 
 TEST_F(OpenCLBackend, AFailedCallNamesTheDeviceTheCallAndTheStatus) {

@@ -131,7 +131,7 @@ TEST(AbiMinor, APluginOfAbi11GetsMinimumAndMaximumThroughTheFallback) {
   const auto h = rt.backend().allocate(0, 16);
   const xdev::ops::BinaryArgs<float, std::uint64_t> args{BinaryOp::min, h, h, h, 4};
   try {
-    rt.backend().binary(0, args, xdev::Completion([](std::exception_ptr) {}));
+    rt.backend().run_op(0, args, xdev::Completion([](std::exception_ptr) {}));
     ADD_FAILURE() << "binary(min) reached a 1.1 plugin";
   } catch (const xdev::error& e) {
     EXPECT_EQ(e.code(), xdev::errc::unimplemented);

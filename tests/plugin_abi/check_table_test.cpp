@@ -3,7 +3,9 @@
 // `describe_device` (ABI 1.3) from tables of each size.
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
+#include <xdev/core/metrics.hpp>
 #include <xdev/device/runtime.hpp>
+#include <xdev/ops/elementwise.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 
 #include <gmock/gmock.h>
@@ -74,14 +76,17 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 3,
-                "ABI 1.1 (before binary min/max) and 1.2 (before describe_device) are still accepted");
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 4,
+                "ABI 1.1 (before binary min/max), 1.2 (before describe_device) and 1.3 (before exp) are still "
+                "accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor;
-    if (minor >= xdev::plugin::describe_device_minor) continue;
-    t.struct_size = xdev::plugin::detail::table_size_v1_1;  // the size of that minor's header
+    if (minor >= xdev::plugin::exp_minor) continue;
+    // the size of that minor's table
+    t.struct_size = minor >= xdev::plugin::describe_device_minor ? xdev::plugin::detail::table_size_v1_3
+                                                                 : xdev::plugin::detail::table_size_v1_1;
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor << " of its own size";
   }
 }
@@ -219,7 +224,7 @@ TEST_F(DescribeDevice, ATableOfAnOlderMinorIsNotReadForItEvenWhenLargeEnough) {
 }
 
 TEST_F(DescribeDevice, ATableOfV13GivesTheTextOfItsEntry) {
-  ASSERT_EQ(t.abi_minor, 3u);
+  ASSERT_GE(t.abi_minor, 3u);
   EXPECT_EQ(t.describe_device, nullptr) << "REF has no device_description";
   {
     const PluginBackend b(&t, ref.library);
@@ -248,6 +253,68 @@ TEST_F(DescribeDevice, APluginErrorIsAnXdevError) {
   expect_error(
       xdev::errc::unavailable, [&] { (void)xdev::AnyDevice(rt.device(1)).description(); },
       "REF: describe_device: the board is asleep");
+}
+
+// ---- exp: read only from a 1.4 (or newer) table whose struct_size covers it -----------------------
+
+std::atomic<int> exp_calls{0};
+
+// A plugin's `exp` entry that completes at once with success (it writes nothing).
+xdev_status exp_entry(void*, std::uint64_t, const xdev_exp_args* args, const xdev_completion* done, xdev_error*) {
+  ++exp_calls;
+  if (args == nullptr || args->struct_size < sizeof(xdev_exp_args)) return XDEV_ERR_INVALID_ARGUMENT;
+  done->complete(done->context, XDEV_OK, nullptr);
+  return XDEV_OK;
+}
+
+class ExpEntry : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    exp_calls = 0;
+    t.exp = &exp_entry;
+    t.op_dtypes = nullptr;  // every dtype for every entry the table has
+  }
+  // Runs ops::exp on device 0 of a runtime over `api`; returns how often the fallback ran it.
+  std::uint64_t run_exp(const xdev_plugin_api* api) {
+    auto& fallback = xdev::metrics::counter("fallback.exp");
+    const auto before = fallback.value();
+    xdev::Runtime<PluginBackend> rt({}, api, ref.library);
+    auto x = xdev::empty<float>(rt.device(0), {4});
+    xdev::ops::exp(rt.device(0), x, x).get();
+    return fallback.value() - before;
+  }
+  plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  xdev_plugin_api t = *ref.api;
+};
+
+TEST_F(ExpEntry, ATableOfV14RunsItsEntry) {
+  ASSERT_GE(t.abi_minor, xdev::plugin::exp_minor);
+  EXPECT_TRUE(PluginBackend(&t, ref.library).implements(xdev::ops::OpKind::exp, xdev::DType::f32, xdev::DType::f32));
+  EXPECT_EQ(run_exp(&t), 0u);
+  EXPECT_EQ(exp_calls, 1);
+}
+
+TEST_F(ExpEntry, ATableOfV13SizeRunsExpThroughTheFallbackAndIsNotReadPastItsEnd) {
+  xdev_plugin_api header = t;
+  header.abi_minor = 3;
+  header.struct_size = xdev::plugin::detail::table_size_v1_3;
+  const GuardedTable table(header, xdev::plugin::detail::table_size_v1_3);
+  EXPECT_NO_THROW(xdev::plugin::check_table(table.api(), "1.3-sized"));
+  EXPECT_FALSE(
+      PluginBackend(table.api(), ref.library).implements(xdev::ops::OpKind::exp, xdev::DType::f32, xdev::DType::f32));
+  EXPECT_EQ(run_exp(table.api()), 1u);
+  EXPECT_EQ(exp_calls, 0);
+}
+
+TEST_F(ExpEntry, ATableOfAnOlderMinorIsNotReadForItEvenWhenLargeEnough) {
+  t.abi_minor = 3;  // the full size, and an entry: still a 1.3 table
+  EXPECT_EQ(run_exp(&t), 1u);
+  EXPECT_EQ(exp_calls, 0);
+}
+
+TEST_F(ExpEntry, ANullEntryRunsTheFallback) {
+  t.exp = nullptr;
+  EXPECT_EQ(run_exp(&t), 1u);
 }
 
 }  // namespace

@@ -393,7 +393,7 @@ TEST(PluginBackend, TheBackendOutlivesAThreadStillInsideAnEntryAfterItsCompletio
     std::promise<void> completed;
     std::thread caller([&] {
       xdev::ops::FillArgs<std::int32_t, std::uint64_t> a{h, 4, 19};
-      backend->fill(0, a, xdev::Completion([&](std::exception_ptr) { completed.set_value(); }));
+      backend->run_op(0, a, xdev::Completion([&](std::exception_ptr) { completed.set_value(); }));
     });
     completed.get_future().get();  // the op completed; `caller` is still inside the plugin's fill
     backend->deallocate(0, h, 16);

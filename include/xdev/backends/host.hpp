@@ -138,6 +138,12 @@ class Host {
         std::move(done));
   }
   template <class T>
+  requires requires(const T* x, T* y) { kernels::exp(kernels::Parallel{}, x, y, std::size_t{}); }
+  void exp(std::size_t, const ops::ExpArgs<T, memory_handle>& a, Completion done) {
+    run([a, p = parallel()] { kernels::exp(p, static_cast<const T*>(a.x), static_cast<T*>(a.out), a.n); },
+        std::move(done));
+  }
+  template <class T>
   void binary(std::size_t, const ops::BinaryArgs<T, memory_handle>& a, Completion done) {
     run(
         [a, p = parallel()] {

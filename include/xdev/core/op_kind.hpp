@@ -15,12 +15,12 @@ namespace xdev::ops {
 /// backend's optional `implements(op, t, t2)` hook is asked about (see
 /// <xdev/backend/concepts.hpp>). The values are the plugin ABI's `XDEV_OP_*` (<xdev/plugin/abi.h>):
 /// keep the order.
-enum class OpKind : std::uint32_t { fill, scale, axpy, binary, sum, sum_axis, dot, gemm, gather, rng, convert };
+enum class OpKind : std::uint32_t { fill, scale, axpy, binary, sum, sum_axis, dot, gemm, gather, rng, convert, exp };
 
 /// The op's name as written in this enumeration ("fill", "sum_axis", ...).
 constexpr const char* name_of(OpKind op) noexcept {
-  constexpr const char* names[] = {"fill", "scale", "axpy",   "binary", "sum",    "sum_axis",
-                                   "dot",  "gemm",  "gather", "rng",    "convert"};
+  constexpr const char* names[] = {"fill", "scale", "axpy",   "binary", "sum",     "sum_axis",
+                                   "dot",  "gemm",  "gather", "rng",    "convert", "exp"};
   const auto i = static_cast<std::uint32_t>(op);
   return i < std::size(names) ? names[i] : "?";
 }

@@ -1,5 +1,5 @@
 /// \file
-/// Element-wise host kernels: `fill`, `scale`, `axpy` and `binary` (add, mul, min, max), with the
+/// Element-wise host kernels: `fill`, `scale`, `axpy`, `binary` (add, mul, min, max) and `exp`, with the
 /// arithmetic every backend must match (docs/ops.md).
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <xdev/kernels/parallel.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -157,6 +158,21 @@ void binary(const Parallel& par, ops::BinaryOp op, const T* a, const T* b, T* ou
   }
   throw error(errc::invalid_argument, "binary: unknown BinaryOp value " + std::to_string(static_cast<int>(op)) +
                                           "; accepted: add (0), mul (1), min (2), max (3)");
+}
+
+/// `out[i] = e^x[i]` for i < n, for float, double, f16 and bf16: `std::exp` for float and double;
+/// f16 and bf16 computed in float and rounded once to nearest even. `out` may be `x`.
+template <class T>
+requires std::is_same_v<T, float> || std::is_same_v<T, double> || detail::is_half<T>
+void exp(const Parallel& par, const T* x, T* out, std::size_t n) {
+  parallel_for(par, n, detail::elementwise_grain, [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) {
+      if constexpr (detail::is_half<T>)
+        out[i] = T(std::exp(to_float(x[i])));
+      else
+        out[i] = std::exp(x[i]);
+    }
+  });
 }
 
 }  // namespace xdev::kernels

@@ -26,11 +26,6 @@ namespace xdev::ops {
 template <class S, class D, class H>
 struct op_traits<ConvertArgs<S, D, H>> {
   static const char* name(const ConvertArgs<S, D, H>&) noexcept { return "convert"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const ConvertArgs<S, D, H>& a, Completion c)
-      -> decltype(b.convert(d, a, std::move(c))) {
-    return b.convert(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const ConvertArgs<S, D, H>& a) {
     return {detail::Staged<H>{a.src, a.n * size_of(dtype_of<S>), true, false},
             detail::Staged<H>{a.dst, a.n * size_of(dtype_of<D>), false, true}};

@@ -37,24 +37,17 @@
 
 namespace xdev::ops {
 
-/// The op table: for each `*Args` struct, a specialization (in the op's family header) with
+/// The op table's host side: for each `*Args` struct, a specialization (in the op's family
+/// header) saying how the CPU fallback runs it:
 ///
 ///     static const char* name(const Args&);                       // the fallback metric's suffix
-///     template <class B>                                          // the backend's member, if any
-///     static auto native(B& b, std::size_t device, const Args& a, Completion done)
-///         -> decltype(b.fill(device, a, std::move(done)));
 ///     static std::vector<Staged<H>> operands(const Args&);        // what the fallback stages
 ///     static void compute(const Args&, std::vector<std::byte*>&); // the fallback's host kernel
 ///
-/// `kind`, `dtype` and `dtype2` come from `op_info<Args>` (<xdev/ops/op_args.hpp>).
+/// Its backend side, `op_info<Args>` in <xdev/ops/op_args.hpp>, gives the kind, the dtypes and
+/// the backend member (`has_native_op`).
 template <class Args>
 struct op_traits;
-
-/// True when backend `B` has the member that runs the op of `Args` (`fill` for `FillArgs`, ...).
-template <class B, class Args>
-inline constexpr bool has_native_op = requires(B& b, const Args& a, Completion c) {
-  op_traits<Args>::native(b, std::size_t{}, a, std::move(c));
-};
 
 /// How an op reaches a device of handle type `D`: `op_launcher<D>::launch(d, args, done)` (the
 /// backend's member or the CPU fallback) and `op_launcher<D>::launch_fallback(d, args, done)` (the
@@ -171,10 +164,9 @@ void launch_fallback(const Device<B>& dev, const Args& args, Completion done) {
 /// Runs the op of `args` on `dev`: the backend's member, or the CPU fallback.
 template <class B, class Args>
 void launch_op(const Device<B>& dev, const Args& args, Completion done) {
-  using traits = op_traits<Args>;
   constexpr bool member = has_native_op<B, Args>;
   if constexpr (member) {
-    if (runs_natively(dev.backend(), args)) return traits::native(dev.backend(), dev.ordinal(), args, std::move(done));
+    if (runs_natively(dev.backend(), args)) return call_native(dev.backend(), dev.ordinal(), args, std::move(done));
   }
   if constexpr (!member || may_refuse<B, Args>) launch_fallback(dev, args, std::move(done));
 }

@@ -1,10 +1,12 @@
 /// \file
-/// The element-wise ops: `fill`, `scale`, `axpy`, `add`, `mul`, `minimum`, `maximum`, and `copy`.
+/// The element-wise ops: `fill`, `scale`, `axpy`, `add`, `mul`, `minimum`, `maximum`, `combine`,
+/// `exp`, and `copy`.
 /// Every op takes a queue (a `Device<B>` or an `AnyDevice`, meaning its default stream, or a
 /// `Stream<B>` or an `AnyStream`) and a completion token (default `xdev::use_future`). See docs/ops.md.
 #pragma once
 
 #include <xdev/async/use_future.hpp>
+#include <xdev/core/half.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/kernels/elementwise.hpp>
@@ -27,11 +29,6 @@ namespace xdev::ops {
 template <class T, class H>
 struct op_traits<FillArgs<T, H>> {
   static const char* name(const FillArgs<T, H>&) noexcept { return "fill"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const FillArgs<T, H>& a, Completion c)
-      -> decltype(b.fill(d, a, std::move(c))) {
-    return b.fill(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const FillArgs<T, H>& a) {
     return {detail::staged<T>(a.x, a.n, false, true)};
   }
@@ -43,11 +40,6 @@ struct op_traits<FillArgs<T, H>> {
 template <class T, class H>
 struct op_traits<ScaleArgs<T, H>> {
   static const char* name(const ScaleArgs<T, H>&) noexcept { return "scale"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const ScaleArgs<T, H>& a, Completion c)
-      -> decltype(b.scale(d, a, std::move(c))) {
-    return b.scale(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const ScaleArgs<T, H>& a) {
     return {detail::staged<T>(a.x, a.n, true, true)};
   }
@@ -59,11 +51,6 @@ struct op_traits<ScaleArgs<T, H>> {
 template <class T, class H>
 struct op_traits<AxpyArgs<T, H>> {
   static const char* name(const AxpyArgs<T, H>&) noexcept { return "axpy"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const AxpyArgs<T, H>& a, Completion c)
-      -> decltype(b.axpy(d, a, std::move(c))) {
-    return b.axpy(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const AxpyArgs<T, H>& a) {
     return {detail::staged<T>(a.x, a.n, true, false), detail::staged<T>(a.y, a.n, true, true)};
   }
@@ -73,16 +60,22 @@ struct op_traits<AxpyArgs<T, H>> {
   }
 };
 
+template <class T, class H>
+struct op_traits<ExpArgs<T, H>> {
+  static const char* name(const ExpArgs<T, H>&) noexcept { return "exp"; }
+  static std::vector<detail::Staged<H>> operands(const ExpArgs<T, H>& a) {
+    return {detail::staged<T>(a.x, a.n, true, false), detail::staged<T>(a.out, a.n, false, true)};
+  }
+  static void compute(const ExpArgs<T, H>& a, std::vector<std::byte*>& p) {
+    kernels::exp(detail::fallback_parallel(), reinterpret_cast<const T*>(p[0]), reinterpret_cast<T*>(p[1]), a.n);
+  }
+};
+
 /// `add`, `mul`, `minimum` and `maximum`: one `binary` member; the fallback counts
 /// `fallback.add`, `fallback.mul`, `fallback.minimum` or `fallback.maximum` (`name_of(BinaryOp)`).
 template <class T, class H>
 struct op_traits<BinaryArgs<T, H>> {
   static const char* name(const BinaryArgs<T, H>& a) noexcept { return name_of(a.op); }
-  template <class B>
-  static auto native(B& b, std::size_t d, const BinaryArgs<T, H>& a, Completion c)
-      -> decltype(b.binary(d, a, std::move(c))) {
-    return b.binary(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const BinaryArgs<T, H>& a) {
     return {detail::staged<T>(a.a, a.n, true, false), detail::staged<T>(a.b, a.n, true, false),
             detail::staged<T>(a.out, a.n, false, true)};
@@ -210,6 +203,21 @@ auto combine(const Q& q, BinaryOp op, const Array<T, detail::backend_of<Q>>& a,
                                                     a.size()};
     return detail::submit_fallback(s, args, std::forward<Token>(token));
   }
+}
+
+/// `out = e^x`, element-wise (f32, f64, f16, bf16; f16 and bf16 computed in float and rounded
+/// once); shapes equal; `out` may be `x`. Results match `std::exp` within the backend's
+/// documented accuracy (the host backend is `std::exp` itself).
+template <concepts::Queue Q, class T, class Token = const use_future_t&>
+requires detail::is_arith<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>
+auto exp(const Q& q, const Array<T, detail::backend_of<Q>>& x, Array<T, detail::backend_of<Q>>& out,
+         Token&& token = use_future) {
+  const auto& s = detail::stream_of(q);
+  detail::check_array("exp", "x", x, s.device());
+  detail::check_array("exp", "out", out, s.device());
+  detail::check_same_shape("exp", x, "x", out, "out");
+  ExpArgs<T, decltype(detail::handle(x))> args{detail::handle(x), detail::handle(out), x.size()};
+  return detail::submit_op(s, args, std::forward<Token>(token));
 }
 
 /// Copies `src` into `dst` (same shape; either may be on another device of the same runtime).

@@ -27,11 +27,6 @@ namespace xdev::ops {
 template <class T, class I, class H>
 struct op_traits<GatherArgs<T, I, H>> {
   static const char* name(const GatherArgs<T, I, H>&) noexcept { return "gather"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const GatherArgs<T, I, H>& a, Completion c)
-      -> decltype(b.gather(d, a, std::move(c))) {
-    return b.gather(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const GatherArgs<T, I, H>& a) {
     return {detail::staged<T>(a.table, a.rows * a.cols, true, false), detail::staged<I>(a.index, a.n, true, false),
             detail::staged<T>(a.out, a.n * a.cols, false, true)};

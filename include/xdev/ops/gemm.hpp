@@ -27,11 +27,6 @@ namespace xdev::ops {
 template <class T, class H>
 struct op_traits<GemmArgs<T, H>> {
   static const char* name(const GemmArgs<T, H>&) noexcept { return "gemm"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const GemmArgs<T, H>& a, Completion c)
-      -> decltype(b.gemm(d, a, std::move(c))) {
-    return b.gemm(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const GemmArgs<T, H>& a) {
     return {detail::staged<T>(a.a, a.m * a.k, true, false), detail::staged<T>(a.b, a.k * a.n, true, false),
             detail::staged<T>(a.c, a.m * a.n, a.beta != T(0), true)};

@@ -8,6 +8,7 @@
 /// and an op it leaves out runs through the CPU fallback. See docs/ops.md.
 #pragma once
 
+#include <xdev/backend/completion.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/op_kind.hpp>
 #include <xdev/policy/policies.hpp>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <iterator>
 #include <type_traits>
+#include <utility>
 
 namespace xdev::ops {
 
@@ -143,6 +145,15 @@ struct ConvertArgs {
   std::size_t n;
 };
 
+/// `out[i] = e^x[i]` (f32, f64, f16, bf16; f16/bf16 computed in float and rounded once); `out`
+/// may be `x`.
+template <class T, class H>
+struct ExpArgs {
+  H x;
+  H out;
+  std::size_t n;
+};
+
 /// A user kernel over [0, n): the backend calls `kernel(begin, end)` on disjoint ranges covering
 /// [0, n), possibly in parallel (`LaunchableBackend`).
 struct LaunchArgs {
@@ -170,34 +181,100 @@ struct op_info_base {
   static constexpr DType dtype2 = dtype_or_default<U>();
 };
 
-/// What an `*Args` struct describes: its `OpKind`, and the `t`, `t2` a backend's `implements`
-/// hook is asked about (index dtype for gather, destination dtype for convert, else `t` again).
+/// What an `*Args` struct describes, one row per op: its `OpKind`; the `t`, `t2` a backend's
+/// `implements` hook is asked about (index dtype for gather, destination dtype for convert, else
+/// `t` again); and `native(b, device, args, done)`, the call of the backend member that runs it
+/// (`b.fill(device, args, done)` for `FillArgs`, ...), usable only when the backend has it. The one
+/// place that names each op's member: the dispatch (`ops::has_native_op`) and the plugin table
+/// (`XDEV_DEFINE_PLUGIN`) both read it.
 template <class Args>
 struct op_info {
   static constexpr bool known = false;
 };
 template <class T, class H>
-struct op_info<FillArgs<T, H>> : op_info_base<OpKind::fill, T> {};
+struct op_info<FillArgs<T, H>> : op_info_base<OpKind::fill, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const FillArgs<T, H>& a, Completion c) -> decltype(b.fill(d, a, std::move(c))) {
+    return b.fill(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<ScaleArgs<T, H>> : op_info_base<OpKind::scale, T> {};
+struct op_info<ScaleArgs<T, H>> : op_info_base<OpKind::scale, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const ScaleArgs<T, H>& a, Completion c) -> decltype(b.scale(d, a, std::move(c))) {
+    return b.scale(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<AxpyArgs<T, H>> : op_info_base<OpKind::axpy, T> {};
+struct op_info<AxpyArgs<T, H>> : op_info_base<OpKind::axpy, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const AxpyArgs<T, H>& a, Completion c) -> decltype(b.axpy(d, a, std::move(c))) {
+    return b.axpy(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<BinaryArgs<T, H>> : op_info_base<OpKind::binary, T> {};
+struct op_info<BinaryArgs<T, H>> : op_info_base<OpKind::binary, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const BinaryArgs<T, H>& a, Completion c) -> decltype(b.binary(d, a, std::move(c))) {
+    return b.binary(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<SumArgs<T, H>> : op_info_base<OpKind::sum, T> {};
+struct op_info<SumArgs<T, H>> : op_info_base<OpKind::sum, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const SumArgs<T, H>& a, Completion c) -> decltype(b.sum(d, a, std::move(c))) {
+    return b.sum(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<SumAxisArgs<T, H>> : op_info_base<OpKind::sum_axis, T> {};
+struct op_info<SumAxisArgs<T, H>> : op_info_base<OpKind::sum_axis, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const SumAxisArgs<T, H>& a, Completion c) -> decltype(b.sum_axis(d, a, std::move(c))) {
+    return b.sum_axis(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<DotArgs<T, H>> : op_info_base<OpKind::dot, T> {};
+struct op_info<DotArgs<T, H>> : op_info_base<OpKind::dot, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const DotArgs<T, H>& a, Completion c) -> decltype(b.dot(d, a, std::move(c))) {
+    return b.dot(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<GemmArgs<T, H>> : op_info_base<OpKind::gemm, T> {};
+struct op_info<GemmArgs<T, H>> : op_info_base<OpKind::gemm, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const GemmArgs<T, H>& a, Completion c) -> decltype(b.gemm(d, a, std::move(c))) {
+    return b.gemm(d, a, std::move(c));
+  }
+};
 template <class T, class I, class H>
-struct op_info<GatherArgs<T, I, H>> : op_info_base<OpKind::gather, T, I> {};
+struct op_info<GatherArgs<T, I, H>> : op_info_base<OpKind::gather, T, I> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const GatherArgs<T, I, H>& a, Completion c) -> decltype(b.gather(d, a, std::move(c))) {
+    return b.gather(d, a, std::move(c));
+  }
+};
 template <class T, class H>
-struct op_info<RngArgs<T, H>> : op_info_base<OpKind::rng, T> {};
+struct op_info<RngArgs<T, H>> : op_info_base<OpKind::rng, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const RngArgs<T, H>& a, Completion c) -> decltype(b.rng(d, a, std::move(c))) {
+    return b.rng(d, a, std::move(c));
+  }
+};
 template <class S, class D, class H>
-struct op_info<ConvertArgs<S, D, H>> : op_info_base<OpKind::convert, S, D> {};
+struct op_info<ConvertArgs<S, D, H>> : op_info_base<OpKind::convert, S, D> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const ConvertArgs<S, D, H>& a, Completion c) -> decltype(b.convert(d, a, std::move(c))) {
+    return b.convert(d, a, std::move(c));
+  }
+};
+template <class T, class H>
+struct op_info<ExpArgs<T, H>> : op_info_base<OpKind::exp, T> {
+  template <class B>
+  static auto native(B& b, std::size_t d, const ExpArgs<T, H>& a, Completion c) -> decltype(b.exp(d, a, std::move(c))) {
+    return b.exp(d, a, std::move(c));
+  }
+};
 
 // The same arguments with every memory handle mapped through `f` (an erased handle to the
 // backend's own, for example); everything else is copied.
@@ -244,6 +321,36 @@ RngArgs<T, H2> rebind_handles(const RngArgs<T, H>& a, F&& f) {
 template <class H2, class S, class D, class H, class F>
 ConvertArgs<S, D, H2> rebind_handles(const ConvertArgs<S, D, H>& a, F&& f) {
   return {f(a.src), f(a.dst), a.n};
+}
+template <class H2, class T, class H, class F>
+ExpArgs<T, H2> rebind_handles(const ExpArgs<T, H>& a, F&& f) {
+  return {f(a.x), f(a.out), a.n};
+}
+
+}  // namespace detail
+
+/// True when backend `B` runs the op of `Args` itself: it has the op's member (`fill` for
+/// `FillArgs`, ...), or one member template for every op,
+///
+///     template <class Args> void run_op(std::size_t device, const Args& args, xdev::Completion done);
+///
+/// (what `plugin::PluginBackend` has: one entry per op of the plugin's table). Whether a call then
+/// runs there is `runs_natively`'s to say (the `implements` hooks).
+template <class B, class Args>
+inline constexpr bool has_native_op =
+    requires(B& b, const Args& a, Completion c) { detail::op_info<Args>::native(b, std::size_t{}, a, std::move(c)); } ||
+    requires(B& b, const Args& a, Completion c) { b.run_op(std::size_t{}, a, std::move(c)); };
+
+namespace detail {
+
+/// Calls backend `b`'s member for the op of `args` (its named member, else its `run_op`).
+template <class B, class Args>
+requires has_native_op<B, Args>
+void call_native(B& b, std::size_t device, const Args& args, Completion done) {
+  if constexpr (requires { op_info<Args>::native(b, device, args, std::move(done)); })
+    op_info<Args>::native(b, device, args, std::move(done));
+  else
+    b.run_op(device, args, std::move(done));
 }
 
 }  // namespace detail

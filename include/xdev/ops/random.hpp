@@ -30,10 +30,6 @@ namespace xdev::ops {
 template <class T, class H>
 struct op_traits<RngArgs<T, H>> {
   static const char* name(const RngArgs<T, H>& a) noexcept { return a.normal ? "rng_normal" : "rng_uniform"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const RngArgs<T, H>& a, Completion c) -> decltype(b.rng(d, a, std::move(c))) {
-    return b.rng(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const RngArgs<T, H>& a) {
     return {detail::staged<T>(a.out, a.n, false, true)};
   }

@@ -27,10 +27,6 @@ namespace xdev::ops {
 template <class T, class H>
 struct op_traits<SumArgs<T, H>> {
   static const char* name(const SumArgs<T, H>&) noexcept { return "sum"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const SumArgs<T, H>& a, Completion c) -> decltype(b.sum(d, a, std::move(c))) {
-    return b.sum(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const SumArgs<T, H>& a) {
     return {detail::staged<T>(a.x, a.n, true, false)};
   }
@@ -43,11 +39,6 @@ struct op_traits<SumArgs<T, H>> {
 template <class T, class H>
 struct op_traits<SumAxisArgs<T, H>> {
   static const char* name(const SumAxisArgs<T, H>&) noexcept { return "sum"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const SumAxisArgs<T, H>& a, Completion c)
-      -> decltype(b.sum_axis(d, a, std::move(c))) {
-    return b.sum_axis(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const SumAxisArgs<T, H>& a) {
     return {detail::staged<T>(a.x, a.outer * a.axis * a.inner, true, false),
             detail::staged<T>(a.out, a.outer * a.inner, false, true)};
@@ -61,10 +52,6 @@ struct op_traits<SumAxisArgs<T, H>> {
 template <class T, class H>
 struct op_traits<DotArgs<T, H>> {
   static const char* name(const DotArgs<T, H>&) noexcept { return "dot"; }
-  template <class B>
-  static auto native(B& b, std::size_t d, const DotArgs<T, H>& a, Completion c) -> decltype(b.dot(d, a, std::move(c))) {
-    return b.dot(d, a, std::move(c));
-  }
   static std::vector<detail::Staged<H>> operands(const DotArgs<T, H>& a) {
     return {detail::staged<T>(a.x, a.n, true, false), detail::staged<T>(a.y, a.n, true, false)};
   }

@@ -52,8 +52,12 @@ extern "C" {
  * - 1.3 appends `describe_device` (a human-readable description of each device). Tables of 1.1 and
  *   1.2 end before it (their `struct_size` is `offsetof(xdev_plugin_api, describe_device)`) and are
  *   still accepted: xdev reads the entry only from a 1.3 or newer table whose `struct_size` covers
- *   it, and describes their devices as "". */
-#define XDEV_ABI_MINOR 3
+ *   it, and describes their devices as "".
+ * - 1.4 adds the operation XDEV_OP_EXP (`xdev_exp_args`) and appends its entry `exp` after
+ *   `describe_device`. Older tables end before it and are still accepted: xdev reads `exp` (and
+ *   asks `op_dtypes` about XDEV_OP_EXP) only for a 1.4 or newer table whose `struct_size` covers
+ *   it, and runs exp for the others through its CPU fallback. */
+#define XDEV_ABI_MINOR 4
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -104,7 +108,8 @@ typedef int32_t xdev_status;
 #define XDEV_OP_GATHER 8
 #define XDEV_OP_RNG 9
 #define XDEV_OP_CONVERT 10
-#define XDEV_OP_COUNT 11
+#define XDEV_OP_EXP 11 /* since 1.4 */
+#define XDEV_OP_COUNT 12
 
 /* xdev::ops::BinaryOp. MIN: `(b < a) ? b : a`; MAX: `(a < b) ? b : a` (a NaN in `a` propagates;
  * the result is one of the inputs, bit for bit). MIN and MAX since ABI 1.2: a plugin whose table
@@ -305,6 +310,15 @@ typedef struct xdev_convert_args {
   uint64_t n;
 } xdev_convert_args;
 
+/* out[i] = e^x[i] (since 1.4): F32, F64, F16, BF16; out may be x. */
+typedef struct xdev_exp_args {
+  size_t struct_size;
+  uint32_t dtype;
+  xdev_memory x;
+  xdev_memory out;
+  uint64_t n;
+} xdev_exp_args;
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 typedef struct xdev_plugin_api {
@@ -376,6 +390,12 @@ typedef struct xdev_plugin_api {
    * owned by the plugin and valid while the backend lives. Null entry, or a null or empty `*out`:
    * the device has no description. */
   xdev_status (*describe_device)(void* backend, uint64_t device, const char** out, xdev_error* err);
+
+  /* ---- since 1.4 (read only when `abi_minor` >= 4 and `struct_size` covers the field) ---- */
+
+  /* Optional operation XDEV_OP_EXP (null: xdev's CPU fallback). */
+  xdev_status (*exp)(void* backend, uint64_t device, const xdev_exp_args* args, const xdev_completion* done,
+                     xdev_error* err);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

@@ -23,6 +23,7 @@
 #include <xdev/ops/op_args.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 #include <xdev/plugin/detail/op_marshal.hpp>
+#include <xdev/plugin/detail/op_table.hpp>
 #include <xdev/policy/capabilities.hpp>
 #include <xdev/policy/capability_set.hpp>
 #include <xdev/version.hpp>
@@ -74,7 +75,14 @@ static_assert(binary_min_max_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> 
 inline constexpr std::uint32_t describe_device_minor = 3;
 static_assert(describe_device_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates describe_device");
 
+/// The ABI minor that added the operation `exp` (`XDEV_OP_EXP`, the table's last entry).
+inline constexpr std::uint32_t exp_minor = 4;
+static_assert(exp_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates exp");
+
 namespace detail {
+
+/// The size of a table of ABI 1.3: everything before `exp`, which 1.4 appended.
+inline constexpr std::size_t table_size_v1_3 = offsetof(xdev_plugin_api, exp);
 
 /// The size of a table of ABI 1.1 and 1.2 (1.2 changed no layout): everything before
 /// `describe_device`, which 1.3 appended. The smallest table `check_table` accepts.
@@ -499,78 +507,29 @@ class PluginBackend {
 
   // ---- the portable operations (see op_args.hpp); `implements` says which dtypes run here -----
 
-  /// Each op member converts its `ops::*Args` into the C struct (scalars as their bits) and calls
-  /// the plugin's entry of the same name. xdev calls one only when `implements` accepts its dtypes.
-  /// \throws xdev::error `errc::unimplemented` when the plugin has no such entry, or the plugin's
-  /// error when the entry fails at once; a failure reported later reaches `done`.
-  template <class T>
-  requires HasDType<T>
-  void fill(std::size_t device, const ops::FillArgs<T, memory_handle>& a, Completion done) {
-    run_op("fill", api_->fill, device, detail::to_c(a), std::move(done));
-  }
-  /// `scale` through the plugin (see `fill`).
-  template <class T>
-  requires HasDType<T>
-  void scale(std::size_t device, const ops::ScaleArgs<T, memory_handle>& a, Completion done) {
-    run_op("scale", api_->scale, device, detail::to_c(a), std::move(done));
-  }
-  /// `axpy` through the plugin (see `fill`).
-  template <class T>
-  requires HasDType<T>
-  void axpy(std::size_t device, const ops::AxpyArgs<T, memory_handle>& a, Completion done) {
-    run_op("axpy", api_->axpy, device, detail::to_c(a), std::move(done));
-  }
-  /// `binary` through the plugin (see `fill`). xdev calls it for `min` and `max` only when
+  /// Every op: converts its `ops::*Args` into the C struct (scalars as their bits) and calls the
+  /// plugin's entry for it (`c_op<C>`, the op table of <xdev/plugin/detail/op_table.hpp>). xdev
+  /// calls it only when `implements` accepts the op's dtypes (`ops::has_native_op` sees this
+  /// member for every op with a C twin). `binary` with `min` or `max` runs only when
   /// `implements_binary` accepts them; called directly with an operator the plugin's ABI minor
   /// predates, it throws `errc::unimplemented` (`errc::invalid_argument` for a value that is no
   /// `BinaryOp`) rather than pass a code the plugin cannot know.
-  template <class T>
-  requires HasDType<T>
-  void binary(std::size_t device, const ops::BinaryArgs<T, memory_handle>& a, Completion done) {
-    if (!implements_binary(a.op)) throw binary_refused(a.op);
-    run_op("binary", api_->binary, device, detail::to_c(a), std::move(done));
-  }
-  /// `sum` through the plugin (see `fill`).
-  template <class T>
-  requires HasDType<T>
-  void sum(std::size_t device, const ops::SumArgs<T, memory_handle>& a, Completion done) {
-    run_op("sum", api_->sum, device, detail::to_c(a), std::move(done));
-  }
-  /// `sum_axis` through the plugin (see `fill`).
-  template <class T>
-  requires HasDType<T>
-  void sum_axis(std::size_t device, const ops::SumAxisArgs<T, memory_handle>& a, Completion done) {
-    run_op("sum_axis", api_->sum_axis, device, detail::to_c(a), std::move(done));
-  }
-  /// `dot` through the plugin (see `fill`).
-  template <class T>
-  requires HasDType<T>
-  void dot(std::size_t device, const ops::DotArgs<T, memory_handle>& a, Completion done) {
-    run_op("dot", api_->dot, device, detail::to_c(a), std::move(done));
-  }
-  /// `gemm` through the plugin (see `fill`).
-  template <class T>
-  requires HasDType<T>
-  void gemm(std::size_t device, const ops::GemmArgs<T, memory_handle>& a, Completion done) {
-    run_op("gemm", api_->gemm, device, detail::to_c(a), std::move(done));
-  }
-  /// `gather` through the plugin (see `fill`).
-  template <class T, class I>
-  requires HasDType<T> && HasDType<I>
-  void gather(std::size_t device, const ops::GatherArgs<T, I, memory_handle>& a, Completion done) {
-    run_op("gather", api_->gather, device, detail::to_c(a), std::move(done));
-  }
-  /// `rng` through the plugin (see `fill`).
-  template <class T>
-  requires HasDType<T>
-  void rng(std::size_t device, const ops::RngArgs<T, memory_handle>& a, Completion done) {
-    run_op("rng", api_->rng, device, detail::to_c(a), std::move(done));
-  }
-  /// `convert` through the plugin (see `fill`).
-  template <class S, class D>
-  requires HasDType<S> && HasDType<D>
-  void convert(std::size_t device, const ops::ConvertArgs<S, D, memory_handle>& a, Completion done) {
-    run_op("convert", api_->convert, device, detail::to_c(a), std::move(done));
+  /// \throws xdev::error `errc::unimplemented` when the plugin has no such entry (or its table's
+  /// ABI minor predates it), or the plugin's error when the entry fails at once; a failure
+  /// reported later reaches `done`.
+  template <class Args>
+  requires requires(const Args& a) { detail::to_c(a); }
+  void run_op(std::size_t device, const Args& a, Completion done) {
+    using Row = detail::c_op<detail::c_args_of<Args>>;
+    if constexpr (Row::code == XDEV_OP_BINARY) {
+      if (!implements_binary(a.op)) throw binary_refused(a.op);
+    }
+    const auto c = detail::to_c(a);
+    auto* fn = entry<Row>();
+    require(fn, Row::name);
+    start(Row::name, std::move(done), nullptr, [&](const xdev_completion* d, const xdev_host_task*, xdev_error* e) {
+      return fn(backend_, device, &c, d, e);
+    });
   }
 
  private:
@@ -584,17 +543,20 @@ class PluginBackend {
     caps_ = detail::from_c(*c, name_);
   }
 
+  // The table's entry of op row `Row`, or null when it has none or its ABI minor predates it
+  // (never read past the table's `struct_size`).
+  template <class Row>
+  [[nodiscard]] auto entry() const noexcept -> std::remove_cvref_t<decltype(std::declval<const xdev_plugin_api&>().*Row::entry)> {
+    return detail::table_has(api_, Row::minor, Row::entry_end) ? api_->*Row::entry : nullptr;
+  }
+
   void read_op_dtypes() {
-    const std::array<bool, XDEV_OP_COUNT> present{
-        api_->fill != nullptr,   api_->scale != nullptr,    api_->axpy != nullptr,   api_->binary != nullptr,
-        api_->sum != nullptr,    api_->sum_axis != nullptr, api_->dot != nullptr,    api_->gemm != nullptr,
-        api_->gather != nullptr, api_->rng != nullptr,      api_->convert != nullptr};
-    for (std::uint32_t k = 0; k < XDEV_OP_COUNT; ++k) {
-      if (!present[k])
-        op_masks_[k] = 0;
+    detail::each_c_op([&]<class Row>(std::type_identity<Row>) {
+      if (entry<Row>() == nullptr)
+        op_masks_[Row::code] = 0;
       else
-        op_masks_[k] = api_->op_dtypes != nullptr ? api_->op_dtypes(backend_, k) : ~std::uint64_t{0};
-    }
+        op_masks_[Row::code] = api_->op_dtypes != nullptr ? api_->op_dtypes(backend_, Row::code) : ~std::uint64_t{0};
+    });
   }
 
   // Why `binary` refuses `op` (see `implements_binary`).
@@ -665,14 +627,6 @@ class PluginBackend {
     const xdev_status s = std::forward<F>(f)(&completion, &host_task, &sink.c);
     if (s == XDEV_OK) return ctx->returned_ok();
     if (ctx->returned_error()) throw failure(entry, s, sink);
-  }
-
-  template <class Fn, class CArgs>
-  void run_op(const char* entry, Fn* fn, std::size_t device, const CArgs& args, Completion done) {
-    require(fn, entry);
-    start(entry, std::move(done), nullptr, [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
-      return fn(backend_, device, &args, c, e);
-    });
   }
 
   std::shared_ptr<void> library_;  // first member: released last, after `destroy`

@@ -330,6 +330,43 @@ XDEV_DEVICE_TEST_P(Ops, CombineAndScaleTakeEveryDtype) {
                {"combine", "BinaryOp", "9"});
 }
 
+// `exp` of f32/f64 within 4 ulp of `std::exp` (OpenCL allows 3, the host is `std::exp` itself);
+// f16/bf16 computed in float and rounded once: within one ulp of the dtype of the host's result.
+template <class T, class Dev>
+void check_exp(const Dev& dev) {
+  std::vector<T> x;
+  for (int i = -40; i <= 40; ++i) x.push_back(T(static_cast<float>(i) * 0.25f));
+  x.push_back(T(0.0f));
+  x.push_back(T(-0.0f));
+  auto in = to_device(dev, sh(x.size()), x);
+  auto out = empty<T>(dev, sh(x.size()));
+  ops::exp(dev, in, out).get();
+  const auto got = to_host(out);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const T want = std::exp(x[i]);
+      EXPECT_LE(std::abs(got[i] - want), 4 * std::numeric_limits<T>::epsilon() * want) << "exp(" << x[i] << ")";
+    } else {
+      const float want = xdev::to_float(T(std::exp(xdev::to_float(x[i]))));
+      const float ulp = want * (std::is_same_v<T, xdev::f16> ? 0x1p-10f : 0x1p-7f);
+      EXPECT_LE(std::abs(xdev::to_float(got[i]) - want), ulp) << "exp(" << xdev::to_float(x[i]) << ")";
+    }
+  }
+  // In place, and a shape mismatch names both shapes before anything runs.
+  ops::exp(dev, in, in).get();
+  EXPECT_TRUE(to_host(in)[40] == T(1.0f)) << "exp(0) is exactly 1";
+  auto wrong = empty<T>(dev, sh(3));
+  expect_error(xdev::errc::invalid_argument, [&] { (void)ops::exp(dev, in, wrong); }, {"exp", "[83]", "[3]"});
+}
+
+XDEV_DEVICE_TEST_P(Ops, Exp) {
+  const auto dev = this->device();
+  check_exp<float>(dev);
+  if (capabilities_of(dev).supports(xdev::DType::f64)) check_exp<double>(dev);
+  if (capabilities_of(dev).supports(xdev::DType::f16)) check_exp<xdev::f16>(dev);
+  if (capabilities_of(dev).supports(xdev::DType::bf16)) check_exp<xdev::bf16>(dev);
+}
+
 XDEV_DEVICE_TEST_P(Ops, Copy) {
   const auto dev = this->device();
   const auto v = noise<double>(5000, 6);
@@ -1260,7 +1297,7 @@ XDEV_DEVICE_TEST_P(Ops, AutocastAccumulatesInF32) {
 }
 
 XDEV_REGISTER_DEVICE_TEST_SUITE_P(
-    Ops, Fill, Scale, Axpy, AddAndMul, MinimumAndMaximum, CombineAndScaleTakeEveryDtype, Copy, CopyAcrossDevices,
+    Ops, Fill, Scale, Axpy, AddAndMul, MinimumAndMaximum, CombineAndScaleTakeEveryDtype, Exp, Copy, CopyAcrossDevices,
     OpsAcceptAStream, SumOfIntegersIsExact, SumOfTenMillionTenthsIsAccurate, SumAlongEachAxis,
     SumAlongTheOnlyAxisGivesAScalarArray, SumAxisErrorsNameTheShapes, Dot, GemmAllTransposesAndScalarsF32,
     GemmAllTransposesAndScalarsF64, GemmFullMantissasWithinTheErrorBound, GemmWithAlphaZeroOrEmptyDepthOnlyScalesC,

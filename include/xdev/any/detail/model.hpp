@@ -130,6 +130,7 @@ struct type_list {};
 // The element types an op accepts through `AnyDevice`: those its public signature accepts.
 using every_element = type_list<bool, std::uint8_t, std::int32_t, std::int64_t, f16, bf16, float, double>;
 using float_element = type_list<float, double>;
+using floating_element = type_list<f16, bf16, float, double>;
 using index_element = type_list<std::int32_t, std::int64_t>;
 
 // Calls `f(std::type_identity<T>{})` for the `T` of `Ts` whose dtype is `t`, if any.
@@ -227,6 +228,9 @@ class DeviceModel final : public AnyDeviceModel {
         break;
       case ops::OpKind::rng:
         one.template operator()<ops::RngArgs>(float_element{});
+        break;
+      case ops::OpKind::exp:
+        one.template operator()<ops::ExpArgs>(floating_element{});
         break;
       case ops::OpKind::gather:
         visit_dtype(every_element{}, t, [&]<class T>(std::type_identity<T>) {

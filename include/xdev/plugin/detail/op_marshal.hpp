@@ -112,6 +112,18 @@ xdev_fill_args to_c(const ops::FillArgs<T, xdev_memory>& a) noexcept {
   return c;
 }
 
+/// `ops::ExpArgs` as `xdev_exp_args` (ABI 1.4).
+template <class T>
+xdev_exp_args to_c(const ops::ExpArgs<T, xdev_memory>& a) noexcept {
+  xdev_exp_args c{};
+  c.struct_size = sizeof c;
+  c.dtype = dtype_value<T>();
+  c.x = a.x;
+  c.out = a.out;
+  c.n = a.n;
+  return c;
+}
+
 /// `ops::ScaleArgs` as `xdev_scale_args`.
 template <class T>
 xdev_scale_args to_c(const ops::ScaleArgs<T, xdev_memory>& a) noexcept {
@@ -267,6 +279,12 @@ xdev_convert_args to_c(const ops::ConvertArgs<S, D, xdev_memory>& a) noexcept {
 template <class T, class H>
 ops::FillArgs<T, H> to_args(const xdev_fill_args& c) noexcept {
   return {handle_from<H>(c.x), static_cast<std::size_t>(c.n), scalar_from<T>(c.value_bits)};
+}
+
+/// `xdev_exp_args` as `ops::ExpArgs<T, H>`.
+template <class T, class H>
+ops::ExpArgs<T, H> to_args(const xdev_exp_args& c) noexcept {
+  return {handle_from<H>(c.x), handle_from<H>(c.out), static_cast<std::size_t>(c.n)};
 }
 
 /// `xdev_scale_args` as `ops::ScaleArgs<T, H>`.

@@ -12,6 +12,7 @@
 #include <xdev/ops/op_args.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 #include <xdev/plugin/detail/op_marshal.hpp>
+#include <xdev/plugin/detail/op_table.hpp>
 #include <xdev/policy/capability_set.hpp>
 
 #include <array>
@@ -102,91 +103,18 @@ concept HasInitializeHook = requires {
   B::initialize();
 };
 
-// ---- which op members the backend has, per dtype --------------------------------------------
-
-// clang-format off
-template <class B, class T>
-inline constexpr bool has_fill = requires(B& b, std::size_t d, const ops::FillArgs<T, typename B::memory_handle>& a,
-                                          Completion c) { b.fill(d, a, std::move(c)); };
-template <class B, class T>
-inline constexpr bool has_scale = requires(B& b, std::size_t d, const ops::ScaleArgs<T, typename B::memory_handle>& a,
-                                           Completion c) { b.scale(d, a, std::move(c)); };
-template <class B, class T>
-inline constexpr bool has_axpy = requires(B& b, std::size_t d, const ops::AxpyArgs<T, typename B::memory_handle>& a,
-                                          Completion c) { b.axpy(d, a, std::move(c)); };
-template <class B, class T>
-inline constexpr bool has_binary = requires(B& b, std::size_t d,
-                                            const ops::BinaryArgs<T, typename B::memory_handle>& a,
-                                            Completion c) { b.binary(d, a, std::move(c)); };
-template <class B, class T>
-inline constexpr bool has_sum = requires(B& b, std::size_t d, const ops::SumArgs<T, typename B::memory_handle>& a,
-                                         Completion c) { b.sum(d, a, std::move(c)); };
-template <class B, class T>
-inline constexpr bool has_sum_axis = requires(B& b, std::size_t d,
-                                              const ops::SumAxisArgs<T, typename B::memory_handle>& a,
-                                              Completion c) { b.sum_axis(d, a, std::move(c)); };
-template <class B, class T>
-inline constexpr bool has_dot = requires(B& b, std::size_t d, const ops::DotArgs<T, typename B::memory_handle>& a,
-                                         Completion c) { b.dot(d, a, std::move(c)); };
-template <class B, class T>
-inline constexpr bool has_gemm = requires(B& b, std::size_t d, const ops::GemmArgs<T, typename B::memory_handle>& a,
-                                          Completion c) { b.gemm(d, a, std::move(c)); };
-template <class B, class T, class I>
-inline constexpr bool has_gather = (std::same_as<I, std::int32_t> || std::same_as<I, std::int64_t>) &&
-    requires(B& b, std::size_t d, const ops::GatherArgs<T, I, typename B::memory_handle>& a, Completion c) {
-      b.gather(d, a, std::move(c));
-    };
-template <class B, class T>
-inline constexpr bool has_rng = requires(B& b, std::size_t d, const ops::RngArgs<T, typename B::memory_handle>& a,
-                                         Completion c) { b.rng(d, a, std::move(c)); };
-template <class B, class S, class D>
-inline constexpr bool has_convert = requires(B& b, std::size_t d,
-                                             const ops::ConvertArgs<S, D, typename B::memory_handle>& a,
-                                             Completion c) { b.convert(d, a, std::move(c)); };
-// clang-format on
-
-// Bit `i` set when `p(std::type_identity<dtype_type<i>>{})`.
-template <class Pred, std::size_t... I>
-consteval std::uint64_t single_mask(Pred p, std::index_sequence<I...>) {
-  return ((p(std::type_identity<dtype_type<I>>{}) ? std::uint64_t{1} << I : 0) | ...);
-}
-template <class Pred>
-consteval std::uint64_t single_mask(Pred p) {
-  return single_mask(p, std::make_index_sequence<XDEV_DTYPE_COUNT>{});
-}
-
-// Bit `i * 8 + j` set when `p(type_identity<dtype_type<i>>, type_identity<dtype_type<j>>)`.
-template <class Pred, std::size_t... K>
-consteval std::uint64_t pair_mask(Pred p, std::index_sequence<K...>) {
-  return (
-      (p(std::type_identity<dtype_type<K / XDEV_DTYPE_COUNT>>{}, std::type_identity<dtype_type<K % XDEV_DTYPE_COUNT>>{})
-           ? std::uint64_t{1} << K
-           : 0) |
-      ...);
-}
-template <class Pred>
-consteval std::uint64_t pair_mask(Pred p) {
-  return pair_mask(p, std::make_index_sequence<XDEV_DTYPE_COUNT * XDEV_DTYPE_COUNT>{});
-}
+// ---- which ops the backend runs, per dtype -------------------------------------------------
 
 /// The `op_dtypes` masks of backend `B`, indexed by `XDEV_OP_*`: exactly the dtypes (and pairs)
-/// whose arguments its op members accept.
+/// whose arguments it runs itself (`ops::has_native_op`: the op's member, or `run_op`).
 template <class B>
 consteval std::array<std::uint64_t, XDEV_OP_COUNT> op_masks() {
   std::array<std::uint64_t, XDEV_OP_COUNT> m{};
-  m[XDEV_OP_FILL] = single_mask([]<class T>(std::type_identity<T>) { return has_fill<B, T>; });
-  m[XDEV_OP_SCALE] = single_mask([]<class T>(std::type_identity<T>) { return has_scale<B, T>; });
-  m[XDEV_OP_AXPY] = single_mask([]<class T>(std::type_identity<T>) { return has_axpy<B, T>; });
-  m[XDEV_OP_BINARY] = single_mask([]<class T>(std::type_identity<T>) { return has_binary<B, T>; });
-  m[XDEV_OP_SUM] = single_mask([]<class T>(std::type_identity<T>) { return has_sum<B, T>; });
-  m[XDEV_OP_SUM_AXIS] = single_mask([]<class T>(std::type_identity<T>) { return has_sum_axis<B, T>; });
-  m[XDEV_OP_DOT] = single_mask([]<class T>(std::type_identity<T>) { return has_dot<B, T>; });
-  m[XDEV_OP_GEMM] = single_mask([]<class T>(std::type_identity<T>) { return has_gemm<B, T>; });
-  m[XDEV_OP_GATHER] =
-      pair_mask([]<class T, class I>(std::type_identity<T>, std::type_identity<I>) { return has_gather<B, T, I>; });
-  m[XDEV_OP_RNG] = single_mask([]<class T>(std::type_identity<T>) { return has_rng<B, T>; });
-  m[XDEV_OP_CONVERT] =
-      pair_mask([]<class S, class D>(std::type_identity<S>, std::type_identity<D>) { return has_convert<B, S, D>; });
+  each_c_op([&]<class Row>(std::type_identity<Row>) {
+    Row::template each_type<typename B::memory_handle>([&]<class Args>(std::type_identity<Args>, std::uint32_t bit) {
+      if (ops::has_native_op<B, Args>) m[Row::code] |= std::uint64_t{1} << bit;
+    });
+  });
   return m;
 }
 
@@ -530,161 +458,19 @@ struct PluginTable {
     return c;
   }
 
-  static void check_compute(std::uint32_t compute) {
-    if (compute != XDEV_DTYPE_F16 && compute != XDEV_DTYPE_BF16 && compute != XDEV_DTYPE_F32 &&
-        compute != XDEV_DTYPE_F64)
-      throw error(errc::invalid_argument, "compute_dtype " + dtype_name(compute) + " is not a floating-point dtype");
-  }
-
-  static xdev_status fill(void* p, std::uint64_t device, const xdev_fill_args* args, const xdev_completion* done,
-                          xdev_error* err) noexcept {
+  /// The entry of every op: `C` is its `xdev_*_args` struct (`c_op<C>` its row of the op table).
+  template <class C>
+  static xdev_status op(void* p, std::uint64_t device, const C* args, const xdev_completion* done,
+                        xdev_error* err) noexcept {
+    using Row = c_op<C>;
     return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_fill_args");
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_fill<B, T>)
-          backend_for<T>(p).fill(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
+      const auto& a = checked(args, Row::c_name);
+      Row::check(a);
+      Row::template visit<H>(a, [&]<class Args>(std::type_identity<Args>, auto make) {
+        if constexpr (ops::has_native_op<B, Args>)
+          ops::detail::call_native(backend_for<Args>(p), static_cast<std::size_t>(device), make(), std::move(c));
         else
-          throw_not_implemented("fill", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status scale(void* p, std::uint64_t device, const xdev_scale_args* args, const xdev_completion* done,
-                           xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_scale_args");
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_scale<B, T>)
-          backend_for<T>(p).scale(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("scale", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status axpy(void* p, std::uint64_t device, const xdev_axpy_args* args, const xdev_completion* done,
-                          xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_axpy_args");
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_axpy<B, T>)
-          backend_for<T>(p).axpy(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("axpy", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status binary(void* p, std::uint64_t device, const xdev_binary_args* args, const xdev_completion* done,
-                            xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_binary_args");
-      (void)binary_op_from(a.op);  // an unknown operator is the error, whatever the dtype
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_binary<B, T>)
-          backend_for<T>(p).binary(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("binary", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status sum(void* p, std::uint64_t device, const xdev_sum_args* args, const xdev_completion* done,
-                         xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_sum_args");
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_sum<B, T>)
-          backend_for<T>(p).sum(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("sum", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status sum_axis(void* p, std::uint64_t device, const xdev_sum_axis_args* args,
-                              const xdev_completion* done, xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_sum_axis_args");
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_sum_axis<B, T>)
-          backend_for<T>(p).sum_axis(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("sum_axis", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status dot(void* p, std::uint64_t device, const xdev_dot_args* args, const xdev_completion* done,
-                         xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_dot_args");
-      check_compute(a.compute_dtype);
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_dot<B, T>)
-          backend_for<T>(p).dot(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("dot", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status gemm(void* p, std::uint64_t device, const xdev_gemm_args* args, const xdev_completion* done,
-                          xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_gemm_args");
-      check_compute(a.compute_dtype);
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_gemm<B, T>)
-          backend_for<T>(p).gemm(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("gemm", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status gather(void* p, std::uint64_t device, const xdev_gather_args* args, const xdev_completion* done,
-                            xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_gather_args");
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        visit_dtype(a.index_dtype, [&]<class I>(std::type_identity<I>) {
-          if constexpr (has_gather<B, T, I>)
-            backend_for<T, I>(p).gather(static_cast<std::size_t>(device), to_args<T, I, H>(a), std::move(c));
-          else
-            throw_not_implemented("gather", dtype_name(a.dtype) + " with " + dtype_name(a.index_dtype) + " indices");
-        });
-      });
-    });
-  }
-
-  static xdev_status rng(void* p, std::uint64_t device, const xdev_rng_args* args, const xdev_completion* done,
-                         xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_rng_args");
-      if (a.algorithm != XDEV_RNG_PHILOX && a.algorithm != XDEV_RNG_THREE_FRY)
-        throw error(errc::invalid_argument, "rng: algorithm " + std::to_string(a.algorithm) +
-                                                " is not an XDEV_RNG_* value (0 philox, 1 three_fry)");
-      visit_dtype(a.dtype, [&]<class T>(std::type_identity<T>) {
-        if constexpr (has_rng<B, T>)
-          backend_for<T>(p).rng(static_cast<std::size_t>(device), to_args<T, H>(a), std::move(c));
-        else
-          throw_not_implemented("rng", dtype_name(a.dtype));
-      });
-    });
-  }
-
-  static xdev_status convert(void* p, std::uint64_t device, const xdev_convert_args* args, const xdev_completion* done,
-                             xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      const auto& a = checked(args, "xdev_convert_args");
-      visit_dtype(a.src_dtype, [&]<class S>(std::type_identity<S>) {
-        visit_dtype(a.dst_dtype, [&]<class D>(std::type_identity<D>) {
-          if constexpr (has_convert<B, S, D>)
-            backend_for<S, D>(p).convert(static_cast<std::size_t>(device), to_args<S, D, H>(a), std::move(c));
-          else
-            throw_not_implemented("convert", dtype_name(a.src_dtype) + " to " + dtype_name(a.dst_dtype));
-        });
+          throw_not_implemented(Row::name, Row::dtypes(a));
       });
     });
   }
@@ -728,18 +514,19 @@ inline constexpr xdev_plugin_api plugin_api{
     &PluginTable<B, Info>::copy_between,
     &PluginTable<B, Info>::execute,
     &PluginTable<B, Info>::op_dtypes,
-    entry_if<PluginTable<B, Info>>(XDEV_OP_FILL, &PluginTable<B, Info>::fill),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_SCALE, &PluginTable<B, Info>::scale),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_AXPY, &PluginTable<B, Info>::axpy),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_BINARY, &PluginTable<B, Info>::binary),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_SUM, &PluginTable<B, Info>::sum),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_SUM_AXIS, &PluginTable<B, Info>::sum_axis),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_DOT, &PluginTable<B, Info>::dot),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_GEMM, &PluginTable<B, Info>::gemm),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_GATHER, &PluginTable<B, Info>::gather),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_RNG, &PluginTable<B, Info>::rng),
-    entry_if<PluginTable<B, Info>>(XDEV_OP_CONVERT, &PluginTable<B, Info>::convert),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_FILL, &PluginTable<B, Info>::template op<xdev_fill_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_SCALE, &PluginTable<B, Info>::template op<xdev_scale_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_AXPY, &PluginTable<B, Info>::template op<xdev_axpy_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_BINARY, &PluginTable<B, Info>::template op<xdev_binary_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_SUM, &PluginTable<B, Info>::template op<xdev_sum_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_SUM_AXIS, &PluginTable<B, Info>::template op<xdev_sum_axis_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_DOT, &PluginTable<B, Info>::template op<xdev_dot_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_GEMM, &PluginTable<B, Info>::template op<xdev_gemm_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_GATHER, &PluginTable<B, Info>::template op<xdev_gather_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_RNG, &PluginTable<B, Info>::template op<xdev_rng_args>),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_CONVERT, &PluginTable<B, Info>::template op<xdev_convert_args>),
     describe_entry<B, PluginTable<B, Info>>(),
+    entry_if<PluginTable<B, Info>>(XDEV_OP_EXP, &PluginTable<B, Info>::template op<xdev_exp_args>),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
