@@ -6,9 +6,9 @@
 #pragma once
 
 #include <xdev/async/use_future.hpp>
-#include <xdev/core/half.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/dtype.hpp>
+#include <xdev/core/half.hpp>
 #include <xdev/kernels/elementwise.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/ops/dispatch.hpp>

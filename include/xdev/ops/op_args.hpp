@@ -194,28 +194,32 @@ struct op_info {
 template <class T, class H>
 struct op_info<FillArgs<T, H>> : op_info_base<OpKind::fill, T> {
   template <class B>
-  static auto native(B& b, std::size_t d, const FillArgs<T, H>& a, Completion c) -> decltype(b.fill(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const FillArgs<T, H>& a, Completion c)
+      -> decltype(b.fill(d, a, std::move(c))) {
     return b.fill(d, a, std::move(c));
   }
 };
 template <class T, class H>
 struct op_info<ScaleArgs<T, H>> : op_info_base<OpKind::scale, T> {
   template <class B>
-  static auto native(B& b, std::size_t d, const ScaleArgs<T, H>& a, Completion c) -> decltype(b.scale(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const ScaleArgs<T, H>& a, Completion c)
+      -> decltype(b.scale(d, a, std::move(c))) {
     return b.scale(d, a, std::move(c));
   }
 };
 template <class T, class H>
 struct op_info<AxpyArgs<T, H>> : op_info_base<OpKind::axpy, T> {
   template <class B>
-  static auto native(B& b, std::size_t d, const AxpyArgs<T, H>& a, Completion c) -> decltype(b.axpy(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const AxpyArgs<T, H>& a, Completion c)
+      -> decltype(b.axpy(d, a, std::move(c))) {
     return b.axpy(d, a, std::move(c));
   }
 };
 template <class T, class H>
 struct op_info<BinaryArgs<T, H>> : op_info_base<OpKind::binary, T> {
   template <class B>
-  static auto native(B& b, std::size_t d, const BinaryArgs<T, H>& a, Completion c) -> decltype(b.binary(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const BinaryArgs<T, H>& a, Completion c)
+      -> decltype(b.binary(d, a, std::move(c))) {
     return b.binary(d, a, std::move(c));
   }
 };
@@ -229,7 +233,8 @@ struct op_info<SumArgs<T, H>> : op_info_base<OpKind::sum, T> {
 template <class T, class H>
 struct op_info<SumAxisArgs<T, H>> : op_info_base<OpKind::sum_axis, T> {
   template <class B>
-  static auto native(B& b, std::size_t d, const SumAxisArgs<T, H>& a, Completion c) -> decltype(b.sum_axis(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const SumAxisArgs<T, H>& a, Completion c)
+      -> decltype(b.sum_axis(d, a, std::move(c))) {
     return b.sum_axis(d, a, std::move(c));
   }
 };
@@ -243,14 +248,16 @@ struct op_info<DotArgs<T, H>> : op_info_base<OpKind::dot, T> {
 template <class T, class H>
 struct op_info<GemmArgs<T, H>> : op_info_base<OpKind::gemm, T> {
   template <class B>
-  static auto native(B& b, std::size_t d, const GemmArgs<T, H>& a, Completion c) -> decltype(b.gemm(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const GemmArgs<T, H>& a, Completion c)
+      -> decltype(b.gemm(d, a, std::move(c))) {
     return b.gemm(d, a, std::move(c));
   }
 };
 template <class T, class I, class H>
 struct op_info<GatherArgs<T, I, H>> : op_info_base<OpKind::gather, T, I> {
   template <class B>
-  static auto native(B& b, std::size_t d, const GatherArgs<T, I, H>& a, Completion c) -> decltype(b.gather(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const GatherArgs<T, I, H>& a, Completion c)
+      -> decltype(b.gather(d, a, std::move(c))) {
     return b.gather(d, a, std::move(c));
   }
 };
@@ -264,7 +271,8 @@ struct op_info<RngArgs<T, H>> : op_info_base<OpKind::rng, T> {
 template <class S, class D, class H>
 struct op_info<ConvertArgs<S, D, H>> : op_info_base<OpKind::convert, S, D> {
   template <class B>
-  static auto native(B& b, std::size_t d, const ConvertArgs<S, D, H>& a, Completion c) -> decltype(b.convert(d, a, std::move(c))) {
+  static auto native(B& b, std::size_t d, const ConvertArgs<S, D, H>& a, Completion c)
+      -> decltype(b.convert(d, a, std::move(c))) {
     return b.convert(d, a, std::move(c));
   }
 };
@@ -337,9 +345,12 @@ ExpArgs<T, H2> rebind_handles(const ExpArgs<T, H>& a, F&& f) {
 /// (what `plugin::PluginBackend` has: one entry per op of the plugin's table). Whether a call then
 /// runs there is `runs_natively`'s to say (the `implements` hooks).
 template <class B, class Args>
-inline constexpr bool has_native_op =
-    requires(B& b, const Args& a, Completion c) { detail::op_info<Args>::native(b, std::size_t{}, a, std::move(c)); } ||
-    requires(B& b, const Args& a, Completion c) { b.run_op(std::size_t{}, a, std::move(c)); };
+inline constexpr bool has_native_op = requires(B& b, const Args& a, Completion c) {
+  detail::op_info<Args>::native(b, std::size_t{}, a, std::move(c));
+}
+|| requires(B& b, const Args& a, Completion c) {
+  b.run_op(std::size_t{}, a, std::move(c));
+};
 
 namespace detail {
 

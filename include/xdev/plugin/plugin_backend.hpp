@@ -546,7 +546,8 @@ class PluginBackend {
   // The table's entry of op row `Row`, or null when it has none or its ABI minor predates it
   // (never read past the table's `struct_size`).
   template <class Row>
-  [[nodiscard]] auto entry() const noexcept -> std::remove_cvref_t<decltype(std::declval<const xdev_plugin_api&>().*Row::entry)> {
+  [[nodiscard]] auto entry() const noexcept
+      -> std::remove_cvref_t<decltype(std::declval<const xdev_plugin_api&>().*Row::entry)> {
     return detail::table_has(api_, Row::minor, Row::entry_end) ? api_->*Row::entry : nullptr;
   }
 

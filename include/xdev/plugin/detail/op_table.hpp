@@ -28,7 +28,8 @@ template <class F>
 constexpr void each_dtype(F&& f) {
   [&]<std::size_t... I>(std::index_sequence<I...>) {
     (f(std::type_identity<dtype_type<I>>{}), ...);
-  }(std::make_index_sequence<XDEV_DTYPE_COUNT>{});
+  }
+  (std::make_index_sequence<XDEV_DTYPE_COUNT>{});
 }
 
 /// The common part of the rows of ops with one element dtype (`C::dtype`), whose C++ arguments
@@ -77,19 +78,18 @@ struct pair_dtype_op {
 
 // The compute dtype of dot and gemm must be a floating-point dtype.
 inline void check_compute_dtype(std::uint32_t compute) {
-  if (compute != XDEV_DTYPE_F16 && compute != XDEV_DTYPE_BF16 && compute != XDEV_DTYPE_F32 &&
-      compute != XDEV_DTYPE_F64)
+  if (compute != XDEV_DTYPE_F16 && compute != XDEV_DTYPE_BF16 && compute != XDEV_DTYPE_F32 && compute != XDEV_DTYPE_F64)
     throw error(errc::invalid_argument, "compute_dtype " + dtype_name(compute) + " is not a floating-point dtype");
 }
 
 // Every row: code, name (of the entry and the op), the C struct's name, the entry and the ABI
 // minor since which the table has it.
-#define XDEV_DETAIL_C_OP_HEADER(Entry, Code, Minor)                                                     \
-  static constexpr std::uint32_t code = Code;                                                           \
-  static constexpr const char* name = #Entry;                                                           \
-  static constexpr const char* c_name = "xdev_" #Entry "_args";                                         \
-  static constexpr auto entry = &xdev_plugin_api::Entry;                                                \
-  static constexpr std::uint32_t minor = Minor;                                                         \
+#define XDEV_DETAIL_C_OP_HEADER(Entry, Code, Minor)             \
+  static constexpr std::uint32_t code = Code;                   \
+  static constexpr const char* name = #Entry;                   \
+  static constexpr const char* c_name = "xdev_" #Entry "_args"; \
+  static constexpr auto entry = &xdev_plugin_api::Entry;        \
+  static constexpr std::uint32_t minor = Minor;                 \
   static constexpr std::size_t entry_end = offsetof(xdev_plugin_api, Entry) + sizeof(xdev_plugin_api::Entry)
 
 template <>
@@ -129,8 +129,8 @@ struct c_op<xdev_gemm_args> : single_dtype_op<xdev_gemm_args, ops::GemmArgs> {
   static void check(const xdev_gemm_args& c) { check_compute_dtype(c.compute_dtype); }
 };
 template <>
-struct c_op<xdev_gather_args> : pair_dtype_op<xdev_gather_args, ops::GatherArgs, &xdev_gather_args::dtype,
-                                              &xdev_gather_args::index_dtype> {
+struct c_op<xdev_gather_args>
+    : pair_dtype_op<xdev_gather_args, ops::GatherArgs, &xdev_gather_args::dtype, &xdev_gather_args::index_dtype> {
   XDEV_DETAIL_C_OP_HEADER(gather, XDEV_OP_GATHER, 1);
   static std::string dtypes(const xdev_gather_args& c) {
     return dtype_name(c.dtype) + " with " + dtype_name(c.index_dtype) + " indices";
@@ -146,8 +146,8 @@ struct c_op<xdev_rng_args> : single_dtype_op<xdev_rng_args, ops::RngArgs> {
   }
 };
 template <>
-struct c_op<xdev_convert_args> : pair_dtype_op<xdev_convert_args, ops::ConvertArgs, &xdev_convert_args::src_dtype,
-                                               &xdev_convert_args::dst_dtype> {
+struct c_op<xdev_convert_args>
+    : pair_dtype_op<xdev_convert_args, ops::ConvertArgs, &xdev_convert_args::src_dtype, &xdev_convert_args::dst_dtype> {
   XDEV_DETAIL_C_OP_HEADER(convert, XDEV_OP_CONVERT, 1);
   static std::string dtypes(const xdev_convert_args& c) {
     return dtype_name(c.src_dtype) + " to " + dtype_name(c.dst_dtype);
