@@ -98,8 +98,10 @@ inline void simd_tile(std::size_t kc_, const typename V::value_type* pa, const t
 }
 
 // The entry point of traits type `Self` compiled for instruction set `isa`, with `simd_tile` and
-// the register operations inlined into it (`flatten`).
+// the register operations inlined into it (`flatten`). A template, so that a translation unit
+// instantiates (and compiles) it only when it instantiates the GEMM that dispatches to it.
 #define XDEV_DETAIL_GEMM_KERNEL(Self, isa)                                                                       \
+  template <int = 0>                                                                                             \
   __attribute__((target(isa), flatten)) static void kernel(std::size_t kc_, const value_type* pa,                \
                                                            const value_type* pb, value_type* c, std::size_t ldc, \
                                                            value_type alpha, value_type beta) noexcept {         \
