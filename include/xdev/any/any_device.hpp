@@ -247,59 +247,16 @@ class AnyDevice {
   return dev.capability_set();
 }
 
-/// Device memory on an `AnyDevice`: the erased form of `Buffer<T, B>`, with the same contract
-/// (owned, move-only; destroying it returns the memory to the device's allocator at once). Holds
-/// its device, so it keeps the device's owner alive.
-template <class T>
-class Buffer<T, detail::erased_backend> {
-  static_assert(std::is_trivially_copyable_v<T>, "xdev::AnyBuffer<T>: T must be trivially copyable");
-
- public:
-  using value_type = T;
-  using backend_type = detail::erased_backend;
-  using handle_type = detail::erased_handle;
-
-  Buffer() noexcept = default;
-  Buffer(Buffer&& o) noexcept
-      : device_(std::exchange(o.device_, AnyDevice{})),
-        handle_(std::exchange(o.handle_, handle_type{})),
-        size_(std::exchange(o.size_, 0)) {}
-  Buffer& operator=(Buffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      device_ = std::exchange(o.device_, AnyDevice{});
-      handle_ = std::exchange(o.handle_, handle_type{});
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
+/// An `AnyBuffer<T>` (`Buffer<T, erased_backend>`, the same class as a typed buffer) lives on an
+/// `AnyDevice` and gives its memory back through the device's model. Holding its device, it keeps
+/// the device's owner alive.
+template <>
+struct detail::buffer_device<detail::erased_backend> {
+  using device_type = AnyDevice;
+  using handle_type = erased_handle;
+  static void release(const AnyDevice& d, erased_handle h, std::size_t bytes) noexcept {
+    d.model().deallocate(h, bytes);
   }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { reset(); }
-
-  /// Number of elements.
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
-  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
-  /// The device that owns the memory.
-  [[nodiscard]] const AnyDevice& device() const noexcept { return device_; }
-  /// The backend's handle, erased.
-  [[nodiscard]] handle_type native_handle() const noexcept { return handle_; }
-
-  /// Frees the memory now; the buffer becomes empty.
-  void reset() noexcept {
-    if (size_ != 0) device_.model().deallocate(handle_, size_bytes());
-    handle_ = handle_type{};
-    size_ = 0;
-  }
-
- private:
-  friend class AnyDevice;
-  Buffer(AnyDevice d, handle_type h, std::size_t n) noexcept : device_(std::move(d)), handle_(h), size_(n) {}
-
-  AnyDevice device_;
-  handle_type handle_{};
-  std::size_t size_ = 0;
 };
 
 /// A new array of `shape` on `dev`, contents unspecified.

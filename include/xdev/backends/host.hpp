@@ -63,7 +63,7 @@ class Host {
   explicit Host(Options o)
       : devices_(resolve_devices(o.devices)),
         threads_(resolve_threads(o.threads)),
-        name_(resolve_name(std::move(o.name))),
+        name_(resolve_name(o.name)),
         pool_(std::make_unique<boost::asio::thread_pool>(threads_)) {}
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
@@ -234,7 +234,9 @@ class Host {
     return *requested;
   }
 
-  static std::string resolve_name(std::optional<std::string> requested) {
+  // By reference: a by-value std::optional<std::string> moved in from the options made g++ 12 at
+  // -O3 report a false -Wmaybe-uninitialized in users' -Werror builds (the consumer test's).
+  static std::string resolve_name(const std::optional<std::string>& requested) {
     if (!requested) return std::string(name);
     const std::string& n = *requested;
     bool ok = !n.empty() && n[0] >= 'A' && n[0] <= 'Z';

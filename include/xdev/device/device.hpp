@@ -160,6 +160,7 @@ class Device {
  private:
   template <class T, class B2>
   friend class Buffer;
+  friend struct detail::buffer_device<B>;
 
   detail::DeviceState<B>& state() const { return runtime_->state(ordinal_); }
   void release_memory(typename detail::memory_handle_of<B>::type h, std::size_t bytes) const noexcept {
