@@ -53,6 +53,7 @@
 #include <xdev/ops/reduce.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 #include <xdev/plugin/search_path.hpp>
+#include <xdev/plugin/table.hpp>
 #include <xdev/policy/capabilities.hpp>
 #include <xdev/policy/capability_set.hpp>
 #include <xdev/policy/policies.hpp>

@@ -1,0 +1,372 @@
+/// \file
+/// The stages of the collectives over a `GlobalMesh` (<xdev/distributed/global_mesh.hpp>): the
+/// deadline of a call, device work waited for within it, host staging, the local combine, and one
+/// body per collective (local arrays to the host, one MPI collective through the session's engine,
+/// the result back to the local devices). Templates over the mesh type, so that this header needs
+/// only what the stages use. Not part of the public API.
+#pragma once
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/async/submit.hpp>
+#include <xdev/async/use_future.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/distributed/mpi.hpp>
+#include <xdev/memory/array.hpp>
+#include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/mesh.hpp>
+
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace xdev::distributed::detail {
+
+// The deadline of one collective over a GlobalMesh, set when it is called.
+struct Deadline {
+  std::chrono::steady_clock::time_point at;
+
+  static Deadline after(const char* name, std::optional<std::chrono::milliseconds> timeout) {
+    const auto total = timeout.value_or(default_timeout());
+    if (total.count() <= 0)
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": the timeout must be > 0, got " +
+                                              std::to_string(total.count()) + " ms");
+    return Deadline{std::chrono::steady_clock::now() + total};
+  }
+  [[nodiscard]] std::chrono::milliseconds remaining() const {
+    // Rounded up: a stage's own deadline never ends before the collective's.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(at - std::chrono::steady_clock::now());
+    return std::max(left, std::chrono::milliseconds(1));
+  }
+};
+
+// Device work a collective waits for (copies, stream markers), each completing through a callback
+// that also keeps `keep` (the host memory it reads or writes) alive: work that misses the
+// deadline cannot touch freed memory when it runs later.
+class PendingWork {
+ public:
+  explicit PendingWork(std::shared_ptr<void> keep = nullptr) : keep_(std::move(keep)) {}
+
+  // A completion handler `void(std::exception_ptr)` to pass as a token; `what` names the work.
+  auto handler(std::string what) {
+    std::size_t index = 0;
+    {
+      std::lock_guard lock(state_->mutex);
+      index = state_->pending.size();
+      state_->pending.push_back(std::move(what));
+    }
+    return [state = state_, keep = keep_, index](std::exception_ptr ep) {
+      std::lock_guard lock(state->mutex);
+      state->pending[index].clear();
+      ++state->done;
+      if (ep && !state->error) state->error = ep;
+      state->cv.notify_all();
+    };
+  }
+
+  // Waits for every handler; throws the first error, or `errc::deadline_exceeded` naming the
+  // work that had not completed when the deadline passed.
+  void wait(const char* name, const Deadline& deadline) {
+    std::unique_lock lock(state_->mutex);
+    const bool all = state_->cv.wait_until(lock, deadline.at, [&] { return state_->done == state_->pending.size(); });
+    if (state_->error) std::rethrow_exception(state_->error);
+    if (!all) {
+      std::string late;
+      for (const auto& w : state_->pending)
+        if (!w.empty()) late += (late.empty() ? "" : ", ") + w;
+      throw error(errc::deadline_exceeded,
+                  std::string("distributed::") + name + ": the deadline passed before this rank's devices completed " +
+                      late + " (the arrays may still be written until those devices are synchronized)");
+    }
+  }
+
+ private:
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<std::string> pending;  // per handler: what it is, cleared when it completed
+    std::size_t done = 0;
+    std::exception_ptr error;
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::shared_ptr<void> keep_;
+};
+
+// `a`'s memory when it is host memory (the host backend), once the work submitted to its
+// device's default stream before now has completed; nullptr for other memory.
+template <class T>
+T* host_memory(const char* name, const AnyArray<T>& a, const Deadline& deadline) {
+  const AnyDevice& d = a.device();
+  T* p = static_cast<T*>(d.model().host_address(a.buffer().native_handle()));
+  if (p != nullptr) {
+    PendingWork earlier;
+    d.default_stream().record().on_ready(
+        [h = earlier.handler("the work submitted to " + d.name() + " before the call")]() mutable { h(nullptr); });
+    earlier.wait(name, deadline);
+  }
+  return p;
+}
+
+// Host memory of `n` elements that device copies may still write after a missed deadline.
+template <class T>
+std::shared_ptr<T[]> staging(std::size_t n) {
+  return std::shared_ptr<T[]>(new T[n == 0 ? 1 : n]);
+}
+
+// Copies the arrays of `from` (n elements each) to the host, one after another from `to[0]`, and
+// waits for the copies.
+template <class T>
+void copy_to_host(const char* name, std::span<const AnyArray<T>> from, const std::shared_ptr<T[]>& to,
+                  const Deadline& deadline) {
+  PendingWork copies(to);
+  const std::size_t n = from[0].size();
+  for (std::size_t i = 0; i < from.size(); ++i)
+    from[i].device().copy_to_host(from[i].buffer(), std::span<T>(to.get() + i * n, n),
+                                  copies.handler("the copy from " + from[i].device().name()));
+  copies.wait(name, deadline);
+}
+
+// Copies `host` into every array of `arrays` but `skip` (an index, or arrays.size() for none).
+template <class T>
+void fan_out(const char* name, std::span<const T> host, std::shared_ptr<void> keep, std::span<AnyArray<T>> arrays,
+             std::size_t skip, const Deadline& deadline) {
+  PendingWork copies(std::move(keep));
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    if (i != skip)
+      arrays[i].device().copy_to_device(host, arrays[i].buffer(),
+                                        copies.handler("the copy to " + arrays[i].device().name()));
+  copies.wait(name, deadline);
+}
+
+// Checks one array per local device, all of the same shape.
+template <class T, class M>
+void check_local_arrays(const char* name, const char* what, const M& mesh, std::span<const AnyArray<T>> arrays) {
+  const std::string full = std::string("distributed::") + name;
+  (void)spmd::detail::check_arrays<T>(full.c_str(), what, mesh.local_mesh(), arrays);
+  for (std::size_t i = 1; i < arrays.size(); ++i)
+    if (arrays[i].shape() != arrays[0].shape())
+      throw error(errc::invalid_argument, full + ": " + what + "[" + std::to_string(i) + "] has shape " +
+                                              to_string(arrays[i].shape()) + " but " + what + "[0] has " +
+                                              to_string(arrays[0].shape()) + "; the arrays must have the same shape");
+}
+
+// Checks an output array per local device of shape `want`.
+template <class T, class M>
+void check_outputs(const char* name, const M& mesh, std::span<const AnyArray<T>> out, const Shape& want,
+                   const std::string& why) {
+  check_local_arrays<T>(name, "out", mesh, out);
+  if (out[0].shape() != want)
+    throw error(errc::invalid_argument, std::string("distributed::") + name + ": out[0] has shape " +
+                                            to_string(out[0].shape()) + " but " + why + " gives " + to_string(want));
+}
+
+inline std::string element_text(std::size_t bytes) {
+  return std::to_string(bytes) + "-byte elements";
+}
+
+// Runs `body` on the session's collectives thread and completes `token` with its outcome
+// (`void(std::exception_ptr)`, delivered through `device`'s queue like device work).
+template <class Body, class Token>
+auto start(Session& session, const AnyDevice& device, Body body, Token&& token) {
+  auto initiation = [on = &session, queue = device.queue(), body = std::move(body)](auto handler) mutable {
+    auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
+    on->post([queue, body = std::move(body), h = std::move(handler), work = std::move(work)]() mutable {
+      std::exception_ptr ep;
+      try {
+        body();
+      } catch (...) {
+        ep = std::current_exception();
+      }
+      xdev::detail::deliver(queue, std::move(h), std::move(ep));
+      work.reset();
+    });
+  };
+  return boost::asio::async_initiate<Token, void(std::exception_ptr)>(std::move(initiation), token);
+}
+
+// What a validated all_reduce of device arrays runs: the ops of both stages.
+struct ReducePlan {
+  MPI_Op mpi_op = MPI_SUM;
+  spmd::ReduceOp local_op = spmd::ReduceOp::sum;
+  bool mean = false;
+};
+
+template <class T>
+ReducePlan plan_reduction(const char* name, spmd::ReduceOp op) {
+  (void)mpi_datatype<T>();  // the element-type check, at compile time
+  ReducePlan plan;
+  switch (op) {
+    case spmd::ReduceOp::sum:
+      break;
+    case spmd::ReduceOp::mean:
+      if constexpr (!std::is_floating_point_v<T>)
+        throw error(errc::invalid_argument,
+                    std::string("distributed::") + name + ": ReduceOp::mean needs floating-point elements");
+      plan.mean = true;
+      break;
+    case spmd::ReduceOp::min:
+      plan.mpi_op = MPI_MIN;
+      plan.local_op = spmd::ReduceOp::min;
+      break;
+    case spmd::ReduceOp::max:
+      plan.mpi_op = MPI_MAX;
+      plan.local_op = spmd::ReduceOp::max;
+      break;
+    default:
+      throw error(errc::invalid_argument, std::string("distributed::") + name + ": unknown ReduceOp value " +
+                                              std::to_string(static_cast<int>(op)) + "; accepted: sum, mean, min, max");
+  }
+  return plan;
+}
+
+// Scales by 1 / (the global device count) for `mean`, as the single-process mesh does (a
+// multiplication by the rounded reciprocal, like `ops::scale`).
+template <class T>
+void finish_mean(const ReducePlan& plan, std::span<T> host, std::size_t devices) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (plan.mean && devices > 1) {
+      const T alpha = static_cast<T>(1.0 / static_cast<double>(devices));
+      for (T& v : host) v *= alpha;
+    }
+  }
+}
+
+// acc[i] = acc[i] (op) x[i] on the host (integers wrap, as MPI_SUM and the device ops do).
+template <class T>
+void combine_on_host(spmd::ReduceOp op, std::span<T> acc, std::span<const T> x) {
+  for (std::size_t i = 0; i < acc.size(); ++i) {
+    switch (op) {
+      case spmd::ReduceOp::min:
+        acc[i] = x[i] < acc[i] ? x[i] : acc[i];
+        break;
+      case spmd::ReduceOp::max:
+        acc[i] = acc[i] < x[i] ? x[i] : acc[i];
+        break;
+      default:
+        if constexpr (std::is_integral_v<T>)
+          acc[i] =
+              static_cast<T>(static_cast<std::make_unsigned_t<T>>(acc[i]) + static_cast<std::make_unsigned_t<T>>(x[i]));
+        else
+          acc[i] += x[i];
+    }
+  }
+}
+
+template <class T, class M>
+void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& plan, const Deadline& deadline) {
+  constexpr const char* name = "all_reduce";
+  // 1. Within the process.
+  if (arrays.size() > 1)
+    spmd::all_reduce(mesh.local_mesh(), mesh.axis_name(), arrays, plan.local_op,
+                     spmd::CollectiveOptions{.timeout = deadline.remaining()})
+        .get();
+
+  // 2. Across the processes, in host memory: in place in local device 0's memory when it is host
+  // memory, else in a staging copy.
+  const std::size_t n = arrays[0].size();
+  std::shared_ptr<T[]> staged;
+  T* host = host_memory(name, arrays[0], deadline);
+  if (host == nullptr) {
+    staged = staging<T>(n);
+    host = staged.get();
+    copy_to_host(name, std::span<const AnyArray<T>>(arrays.data(), 1), staged, deadline);
+  }
+  mesh.session().all_reduce(std::span<T>(host, n), plan.mpi_op, deadline.remaining());
+  finish_mean(plan, std::span<T>(host, n), mesh.size());
+
+  // 3. Back to every local device (array 0 already holds the result when it was reduced in place).
+  fan_out(name, std::span<const T>(host, n), staged, arrays, staged ? arrays.size() : 0, deadline);
+}
+
+template <class T, class M>
+void run_all_gather(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
+                    const Deadline& deadline) {
+  constexpr const char* name = "all_gather";
+  // 1. This rank's blocks, in local order, to the host.
+  const std::size_t block = in[0].size();
+  auto mine = staging<T>(block * in.size());
+  copy_to_host(name, in, mine, deadline);
+  // 2. Every rank's blocks (rank-major: the global order), into out[0]'s memory when it is host
+  // memory.
+  const std::size_t total = out[0].size();
+  std::shared_ptr<T[]> staged;
+  T* all = host_memory(name, out[0], deadline);
+  if (all == nullptr) {
+    staged = staging<T>(total);
+    all = staged.get();
+  }
+  mesh.session().engine().all_gather(std::as_bytes(std::span<const T>(mine.get(), block * in.size())),
+                                     std::as_writable_bytes(std::span<T>(all, total)), sizeof(T),
+                                     "blocks of shape " + to_string(in[0].shape()) + ", " + element_text(sizeof(T)),
+                                     deadline.remaining());
+  // 3. To every local output.
+  fan_out(name, std::span<const T>(all, total), staged, out, staged ? out.size() : 0, deadline);
+}
+
+template <class T, class M>
+void run_reduce_scatter(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
+                        const ReducePlan& plan, const Deadline& deadline) {
+  constexpr const char* name = "reduce_scatter";
+  // 1. This rank's inputs combined on the host, in local order.
+  const std::size_t n = in[0].size();
+  auto inputs = staging<T>(n * in.size());
+  copy_to_host(name, in, inputs, deadline);
+  const std::span<T> acc(inputs.get(), n);
+  for (std::size_t i = 1; i < in.size(); ++i)
+    combine_on_host(plan.local_op, acc, std::span<const T>(inputs.get() + i * n, n));
+  // 2. Across the processes: this rank receives its devices' blocks (consecutive in global order).
+  const std::size_t block = out[0].size();
+  auto mine = staging<T>(block * out.size());
+  mesh.session().engine().template reduce_scatter<T>(
+      std::span<const T>(acc), std::span<T>(mine.get(), block * out.size()), plan.mpi_op,
+      "inputs of shape " + to_string(in[0].shape()), deadline.remaining());
+  finish_mean(plan, std::span<T>(mine.get(), block * out.size()), mesh.size());
+  // 3. Block i to local device i.
+  PendingWork copies(mine);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i].device().copy_to_device(std::span<const T>(mine.get() + i * block, block), out[i].buffer(),
+                                   copies.handler("the copy to " + out[i].device().name()));
+  copies.wait(name, deadline);
+}
+
+template <class T, class M>
+void run_broadcast(const M& mesh, std::span<AnyArray<T>> arrays, std::size_t root, const Deadline& deadline) {
+  constexpr const char* name = "broadcast";
+  const std::uint32_t root_rank = mesh.rank_of(root);
+  const bool here = root_rank == mesh.rank();
+  // This rank's copy of the data: the root's array (on the root's rank) or array 0, in its own
+  // memory when that is host memory, else staged.
+  const std::size_t local = here ? root - mesh.first_index_of(root_rank) : 0;
+  const std::size_t n = arrays[local].size();
+  std::shared_ptr<T[]> staged;
+  T* host = host_memory(name, arrays[local], deadline);
+  if (host == nullptr) {
+    staged = staging<T>(n);
+    host = staged.get();
+    if (here) copy_to_host(name, std::span<const AnyArray<T>>(arrays.data() + local, 1), staged, deadline);
+  }
+  mesh.session().engine().broadcast(std::as_writable_bytes(std::span<T>(host, n)), root_rank,
+                                    "arrays of shape " + to_string(arrays[0].shape()) + ", " + element_text(sizeof(T)) +
+                                        ", root device " + std::to_string(root),
+                                    deadline.remaining());
+  fan_out(name, std::span<const T>(host, n), staged, arrays, staged && !here ? arrays.size() : local, deadline);
+}
+
+}  // namespace xdev::distributed::detail
