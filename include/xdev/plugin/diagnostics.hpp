@@ -1,0 +1,101 @@
+/// \file
+/// What the plugin loader says on its own (<xdev/plugin/loader.hpp>): `Severity`, `Diagnostic`,
+/// the default sink (stderr) and `set_diagnostic_sink` to route the messages into a program's own
+/// logging; also how a plugin's own messages (`xdev_host_info::log`) reach the same sink.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+namespace xdev::plugin {
+
+// ---- diagnostics ----------------------------------------------------------------------------
+
+/// How much a diagnostic matters. The default sink prints `warning` and `error` only.
+enum class Severity {
+  verbose,  ///< report detail: files that are not plugins, plugins loaded, missing installed directory
+  info,     ///< a plugin's own informational message (`xdev_host_info::log`, level 0)
+  warning,  ///< something was skipped: a failed or incompatible plugin, an ignored search directory
+  error,    ///< a plugin's own error message (`xdev_host_info::log`, level 2)
+};
+
+/// One loader diagnostic: one line, without the "xdev: " prefix the default sink adds.
+struct Diagnostic {
+  Severity severity = Severity::warning;  ///< how much it matters
+  std::string message;                    ///< e.g. `skipped "/p/libx.so": built for plugin ABI 2, ...`
+};
+
+/// Receives every loader diagnostic. May be called from any thread (plugins log from their own),
+/// so it must be thread-safe; it must not throw (exceptions are swallowed).
+using DiagnosticSink = std::function<void(const Diagnostic&)>;
+
+/// The default sink: writes warnings and errors to stderr as one line each, `xdev: <message>`.
+inline void default_diagnostic_sink(const Diagnostic& diagnostic) {
+  if (diagnostic.severity < Severity::warning) return;
+  const std::string line = "xdev: " + diagnostic.message + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+namespace detail {
+
+inline std::mutex& sink_mutex() {
+  static auto* const mutex = new std::mutex;
+  return *mutex;
+}
+
+inline std::shared_ptr<const DiagnosticSink>& installed_sink() {
+  static auto* const sink = new std::shared_ptr<const DiagnosticSink>;
+  return *sink;
+}
+
+/// Sends one diagnostic to the installed sink (outside the sink lock, so a sink may log itself).
+inline void diagnose(Severity severity, std::string message) noexcept {
+  try {
+    std::shared_ptr<const DiagnosticSink> sink;
+    {
+      std::lock_guard lock(sink_mutex());
+      sink = installed_sink();
+    }
+    const Diagnostic diagnostic{severity, std::move(message)};
+    if (sink && *sink)
+      (*sink)(diagnostic);
+    else
+      default_diagnostic_sink(diagnostic);
+  } catch (...) {
+    // A diagnostic must never turn into a failure of the load that produced it.
+  }
+}
+
+/// `xdev_host_info::log`: a plugin's message, prefixed with its name, to the sink.
+inline void plugin_log(void* context, std::int32_t level, const char* message) noexcept {
+  try {
+    const auto* prefix = static_cast<const std::string*>(context);
+    const Severity severity = level <= 0 ? Severity::info : level == 1 ? Severity::warning : Severity::error;
+    diagnose(severity, (prefix != nullptr ? *prefix : std::string("plugin")) + ": " +
+                           (message != nullptr ? message : "(null message)"));
+  } catch (...) {
+  }
+}
+
+}  // namespace detail
+
+/// Installs `sink` for every loader diagnostic and returns the previous one (an empty function
+/// when it was the default). An empty `sink` restores the default (`default_diagnostic_sink`).
+/// Thread-safe.
+inline DiagnosticSink set_diagnostic_sink(DiagnosticSink sink) {
+  auto next = sink ? std::make_shared<const DiagnosticSink>(std::move(sink)) : nullptr;
+  std::shared_ptr<const DiagnosticSink> previous;
+  {
+    std::lock_guard lock(detail::sink_mutex());
+    previous = std::exchange(detail::installed_sink(), std::move(next));
+  }
+  return previous ? *previous : DiagnosticSink{};
+}
+
+}  // namespace xdev::plugin
