@@ -15,7 +15,8 @@
 ///
 /// Include this header in one translation unit of a test program only (it defines the tests).
 /// The suite needs 2 devices for a few tests (they skip with the reason otherwise), and
-/// `HostAccessibleBackend` for none. It takes about a second per target. See docs/testing.md.#pragma once
+/// `HostAccessibleBackend` for none. It takes about a second per target. See docs/testing.md.
+#pragma once
 
 #include <xdev/testing/op_suite/autocast.hpp>
 #include <xdev/testing/op_suite/common.hpp>
