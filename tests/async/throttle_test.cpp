@@ -56,8 +56,12 @@ TEST(Throttle, HighWaterEqualsTheBoundExactlyAndNothingIsDropped) {
 TEST(Throttle, ASubmitterBlocksUntilASlotFrees) {
   xdev::Runtime<ManualBackend> rt({}, 1);  // MaxInflight<4>, completions driven by the test
   auto dev = rt.device(0);
+  std::vector<xdev::Stream<ManualBackend>> streams;
   std::vector<std::future<void>> fs;
-  for (int i = 0; i < 4; ++i) fs.push_back(dev.execute([] {}));
+  for (int i = 0; i < 4; ++i) {  // one operation per stream: each completion leaves its stream dry
+    streams.push_back(dev.make_stream());
+    fs.push_back(streams.back().execute([] {}));
+  }
   auto fifth = std::async(std::launch::async, [&] { return dev.execute([] {}); });
   EXPECT_EQ(fifth.wait_for(50ms), std::future_status::timeout) << "the fifth submission did not wait for a slot";
   rt.backend().run_one();
@@ -67,6 +71,54 @@ TEST(Throttle, ASubmitterBlocksUntilASlotFrees) {
   EXPECT_EQ(dev.execution_stats().inflight_high_water, 4u);
   rt.backend().run_all();
   f5.get();
+}
+
+// Hysteresis: while the stream that frees a slot has more work queued (so more completions are
+// sure to follow), a blocked submitter sleeps on until in-flight work is down to half the bound,
+// then refills the free slots in one go.
+TEST(Throttle, ABlockedSubmitterWakesAtTheLowMarkWhileMoreCompletionsAreComing) {
+  xdev::Runtime<ManualBackend> rt({}, 1);  // bound 4: low mark 2
+  auto dev = rt.device(0);
+  std::vector<std::future<void>> fs;
+  for (int i = 0; i < 4; ++i) fs.push_back(dev.execute([] {}));  // one stream: one queued behind another
+  auto fifth = std::async(std::launch::async, [&] { return dev.execute([] {}); });
+  EXPECT_EQ(fifth.wait_for(50ms), std::future_status::timeout);
+  rt.backend().run_one();  // 3 in flight, two more queued on the stream: not yet
+  EXPECT_EQ(fifth.wait_for(50ms), std::future_status::timeout) << "woken above the low mark";
+  rt.backend().run_one();  // 2 in flight: the low mark
+  ASSERT_EQ(fifth.wait_for(10s), std::future_status::ready) << "not woken at the low mark";
+  auto f5 = fifth.get();
+  // The woken thread refills without waiting.
+  fs.push_back(dev.execute([] {}));
+  EXPECT_EQ(dev.execution_stats().inflight_high_water, 4u);
+  while (rt.backend().run_all() != 0) {
+  }
+  for (auto& f : fs) f.get();
+  f5.get();
+}
+
+// The low mark must not deadlock: here the work holding the slots waits for an event that only
+// the blocked submitter sets, after its submission returns. Each stream that runs dry or stops at
+// a marker serves the waiter at once.
+TEST(Throttle, ABlockedSubmitterIsServedWhenTheRemainingWorkWaitsForIt) {
+  xdev::Runtime<Host> rt({.max_inflight = 8}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  auto a = dev.make_stream();
+  auto b = dev.make_stream();
+  const xdev::Event gate = xdev::Event::pending();
+  b.wait(gate);
+  std::vector<std::future<void>> fs;
+  for (int i = 0; i < 5; ++i) fs.push_back(b.execute([] {}));  // 5 slots, stuck behind the gate
+  for (int i = 0; i < 3; ++i) fs.push_back(a.execute([] { std::this_thread::sleep_for(2ms); }));
+  auto producer = std::async(std::launch::async, [&] {
+    auto last = a.execute([] {});  // blocks: 8 in flight
+    (void)a.execute([gate] { gate.set(); });
+    return last;
+  });
+  ASSERT_EQ(producer.wait_for(10s), std::future_status::ready) << "deadlock: the blocked submitter was never served";
+  producer.get().get();
+  for (auto& f : fs) f.get();
+  EXPECT_EQ(dev.execution_stats().inflight_high_water, 8u);
 }
 
 TEST(Throttle, EnvironmentOverridesTheCapabilityAndOptionsOverrideTheEnvironment) {

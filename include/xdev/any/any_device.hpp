@@ -165,7 +165,7 @@ class AnyDevice {
   /// The device's default stream (the one the typed device uses too).
   [[nodiscard]] AnyStream default_stream() const;
   /// A new stream: in order within itself, free to overlap with other streams.
-  [[nodiscard]] AnyStream make_stream() const;
+  [[nodiscard]] AnyStream make_stream(StreamOptions options = {}) const;
 
   /// `default_stream().execute(f, token)`.
   template <class F, class Token = const use_future_t&>
@@ -378,9 +378,9 @@ inline AnyStream AnyDevice::default_stream() const {
   return AnyStream(*this, queue()->default_chain());
 }
 
-inline AnyStream AnyDevice::make_stream() const {
+inline AnyStream AnyDevice::make_stream(StreamOptions options) const {
   (void)model();
-  return AnyStream(*this, std::make_shared<detail::OpChain>());
+  return AnyStream(*this, detail::make_chain(options));
 }
 
 template <class F, class Token>

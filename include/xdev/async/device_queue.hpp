@@ -15,9 +15,23 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
 namespace xdev {
+
+class DeviceQueue;
+
+namespace detail {
+// The device whose completion handler this thread is running, and how many levels deep.
+inline thread_local const DeviceQueue* running_handler_queue = nullptr;
+inline thread_local std::size_t running_handler_depth = 0;
+
+inline std::size_t running_handlers_of(const DeviceQueue* q) noexcept {
+  return running_handler_queue == q ? running_handler_depth : 0;
+}
+}  // namespace detail
 
 /// Counters of one device's execution, readable at any time.
 struct ExecutionStats {
@@ -65,10 +79,22 @@ class DeviceQueue {
     if (closed_.load(std::memory_order_acquire)) throw shut_down_error();
   }
 
-  /// Rejects new submissions, then waits for every admitted one to complete.
+  /// Rejects new submissions, then waits for every admitted one to complete and for its
+  /// completion handler to have run.
   void close() {
     closed_.store(true, std::memory_order_release);
     throttle_.close();
+    wait_handlers();
+  }
+
+  /// Completion handlers of this device's work that have been handed on and not yet run.
+  [[nodiscard]] detail::HandlerCount& handlers() noexcept { return handlers_; }
+
+  /// Waits until every completion handler handed on has run. Called from inside one of this
+  /// device's handlers it waits for none: handlers running at the same time would otherwise wait
+  /// for each other.
+  void wait_handlers() const noexcept {
+    if (detail::running_handlers_of(this) == 0) handlers_.wait();
   }
 
   /// The error a submission gets once the device is shut down.
@@ -84,10 +110,16 @@ class DeviceQueue {
     kept_.push_back(std::move(e));
   }
 
-  /// Waits for all in-flight work, then rethrows the oldest kept error (the rest stay for the
-  /// following calls, so none is lost).
+  /// Waits for all in-flight work and its completion handlers, then rethrows the oldest kept
+  /// error (the rest stay for the following calls, so none is lost).
   void synchronize() {
     throttle_.wait_idle();
+    wait_handlers();
+    raise_kept_error();
+  }
+
+  /// Rethrows the oldest kept error, if any, and forgets it.
+  void raise_kept_error() {
     std::exception_ptr first;
     {
       std::lock_guard lk(m_);
@@ -96,6 +128,69 @@ class DeviceQueue {
       kept_.pop_front();
     }
     std::rethrow_exception(first);
+  }
+
+  // Stream-ordered frees. Work is counted in epochs from its submission to its completion (or
+  // its discarding); a buffer dropped while work is in flight parks its free in the newest epoch
+  // that holds work and starts a new one, and the free runs once every epoch up to it has drained.
+  // So memory is never handed to another allocation while work submitted before the drop (on any
+  // stream of this device) may still use it, and a device that is never idle still frees.
+
+  /// Counts submitted work in the current epoch; returns the epoch for `leave_epoch`.
+  [[nodiscard]] std::uint64_t enter_epoch() {
+    std::lock_guard lk(epoch_m_);
+    ++epochs_.back().work;
+    return epoch_base_ + epochs_.size() - 1;
+  }
+
+  /// The work counted by `enter_epoch` returning `e` has completed or been discarded; runs the
+  /// frees this allows.
+  void leave_epoch(std::uint64_t e) noexcept {
+    std::lock_guard lk(epoch_m_);
+    --epochs_[e - epoch_base_].work;
+    while (epochs_.size() > 1 && epochs_.front().work == 0) {
+      // Frees only return memory to the allocator (which never calls back here): run them under
+      // the lock rather than allocate to carry them out of it.
+      for (auto& f : epochs_.front().frees) f();
+      epochs_.pop_front();
+      ++epoch_base_;
+    }
+  }
+
+  /// Runs `free` once all work submitted to this device before the call has completed: at once
+  /// when none is in flight.
+  void release_after_work(detail::unique_function<void()> free) noexcept {
+    {
+      std::lock_guard lk(epoch_m_);
+      // The newest epoch with work in it, if any (the front holds work unless it is the only one).
+      Epoch* last = nullptr;
+      if (epochs_.back().work != 0)
+        last = &epochs_.back();
+      else if (epochs_.size() > 1)
+        last = &epochs_[epochs_.size() - 2];
+      if (last != nullptr) {
+        try {
+          last->frees.reserve(last->frees.size() + 1);
+          last->frees.push_back(std::move(free));
+          if (last == &epochs_.back()) epochs_.emplace_back();
+          return;
+        } catch (...) {
+          // No memory to park it: fall through and wait for the device to go idle instead.
+        }
+      }
+    }
+    if (free) {
+      wait_for_epochs();
+      free();
+    }
+  }
+
+  /// Frees parked until earlier work completes and not yet run (for tests and diagnostics).
+  [[nodiscard]] std::size_t parked_frees() const {
+    std::lock_guard lk(epoch_m_);
+    std::size_t n = 0;
+    for (const auto& e : epochs_) n += e.frees.size();
+    return n;
   }
 
   /// Number of errors kept and not yet raised.
@@ -147,9 +242,26 @@ class DeviceQueue {
   std::string name_;
   Throttle throttle_;
   std::shared_ptr<detail::OpChain> default_chain_;
+  detail::HandlerCount handlers_;
   std::atomic<bool> closed_{false};
   mutable std::mutex m_;
   std::deque<std::exception_ptr> kept_;
+  struct Epoch {
+    std::size_t work = 0;
+    std::vector<detail::unique_function<void()>> frees;
+  };
+  void wait_for_epochs() noexcept {
+    for (;;) {
+      {
+        std::lock_guard lk(epoch_m_);
+        if (epochs_.size() == 1 && epochs_.back().work == 0) return;
+      }
+      std::this_thread::yield();
+    }
+  }
+  mutable std::mutex epoch_m_;
+  std::deque<Epoch> epochs_ = std::deque<Epoch>(1);
+  std::uint64_t epoch_base_ = 0;
   std::atomic<std::size_t> submitted_{0};
   std::atomic<std::size_t> completed_{0};
   std::atomic<std::size_t> failed_{0};

@@ -9,6 +9,7 @@
 #include <xdev/fwd.hpp>
 
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -17,7 +18,29 @@
 
 namespace xdev {
 
+/// What a failed operation does to the operations after it on the same stream.
+enum class ErrorPolicy {
+  /// Each operation reports its own outcome; later work runs as usual (the default).
+  isolate,
+  /// The first failure poisons the stream: every later operation fails at once with that same
+  /// error (its type and message, which name the device and the operation) instead of running on
+  /// what the failed one left behind, as PJRT's error buffers do. Markers (events) still complete.
+  /// `Stream::clear_error()` lets work run again.
+  poison,
+};
+
+/// Options for `make_stream`.
+struct StreamOptions {
+  ErrorPolicy on_error = ErrorPolicy::isolate;
+};
+
 namespace detail {
+
+inline std::shared_ptr<OpChain> make_chain(const StreamOptions& o) {
+  auto chain = std::make_shared<OpChain>();
+  chain->set_poison_on_error(o.on_error == ErrorPolicy::poison);
+  return chain;
+}
 
 /// What `Stream<B>` and `AnyStream` share: one chain of one device queue, with its ordering
 /// markers and its submission. The device-specific parts (how a copy or a host task reaches the
@@ -38,6 +61,25 @@ class StreamCore {
   void wait(const Event& e) const {
     enqueue_marker(*queue_, chain_,
                    [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
+  }
+
+  /// Blocks until everything submitted to this stream before the call has completed and its
+  /// completion handlers have run, then raises the oldest error the device kept (as
+  /// `Device::synchronize()` does). Work on other streams may still be running.
+  void synchronize() const {
+    record().wait();
+    if (running_handlers_of(queue_.get()) == 0) chain_->handlers().wait();
+    queue_->raise_kept_error();
+  }
+
+  /// With `ErrorPolicy::poison`: the error that poisoned the stream, or null.
+  [[nodiscard]] std::exception_ptr sticky_error() const { return chain_->poison(); }
+  /// With `ErrorPolicy::poison`: forgets the error, so that operations submitted from now on run.
+  /// (Operations already queued behind the failure may still fail with it.)
+  void clear_error() const { chain_->clear_poison(); }
+  /// The policy the stream was made with.
+  [[nodiscard]] ErrorPolicy error_policy() const noexcept {
+    return chain_->poisons_on_error() ? ErrorPolicy::poison : ErrorPolicy::isolate;
   }
 
   /// Submits an operation built by an op implementation: `launch(Completion)` starts it on the

@@ -17,6 +17,8 @@
 #include <boost/asio/post.hpp>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -66,22 +68,75 @@ inline constexpr bool is_future_handler = false;
 template <class... Ts>
 inline constexpr bool is_future_handler<future_handler<Ts...>> = true;
 
+// Counts a handler as pending on its device and its stream from when it is handed to its executor
+// until it has run or been destroyed unrun (an executor that is torn down with it queued).
+class handler_ticket {
+ public:
+  /// `chain` may be null: a handler of work that belongs to no single stream.
+  handler_ticket(std::shared_ptr<DeviceQueue> q, std::shared_ptr<OpChain> chain) noexcept
+      : q_(std::move(q)), chain_(std::move(chain)) {
+    q_->handlers().add();
+    if (chain_) chain_->handlers().add();
+  }
+  handler_ticket(handler_ticket&& o) noexcept = default;
+  handler_ticket& operator=(handler_ticket&&) = delete;
+  ~handler_ticket() { done(); }
+  [[nodiscard]] DeviceQueue& queue() const noexcept { return *q_; }
+  void done() noexcept {
+    if (!q_) return;
+    if (chain_) chain_->handlers().remove();
+    chain_.reset();
+    std::exchange(q_, nullptr)->handlers().remove();
+  }
+
+ private:
+  std::shared_ptr<DeviceQueue> q_;
+  std::shared_ptr<OpChain> chain_;
+};
+
+// Marks the calling thread as running a completion handler of `q` while alive.
+class running_handler_scope {
+ public:
+  explicit running_handler_scope(const DeviceQueue* q) noexcept
+      : saved_queue_(running_handler_queue), saved_depth_(running_handler_depth) {
+    running_handler_depth = running_handler_queue == q ? running_handler_depth + 1 : 1;
+    running_handler_queue = q;
+  }
+  ~running_handler_scope() {
+    running_handler_queue = saved_queue_;
+    running_handler_depth = saved_depth_;
+  }
+  running_handler_scope(const running_handler_scope&) = delete;
+  running_handler_scope& operator=(const running_handler_scope&) = delete;
+
+ private:
+  const DeviceQueue* saved_queue_;
+  std::size_t saved_depth_;
+};
+
 // Calls `h` on its associated executor. Nothing it throws escapes to an executor (Asio's
-// thread_pool would terminate): it becomes a kept error of the device instead.
+// thread_pool would terminate): it becomes a kept error of the device instead. The handler is
+// pending on its device and stream until it has run, so synchronize() waits for it.
 template <class Handler, class... Args>
-void deliver(const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_ptr ep, Args... args) {
+void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_ptr ep,
+             Args... args) {
   if constexpr (is_detached_handler<Handler>) {
     if (ep) q->keep_error(ep);
   }
   if constexpr (requires { h.set_error_sink(q); }) h.set_error_sink(q);
   auto ex = boost::asio::get_associated_executor(h);
-  auto invoke = [q, h = std::move(h), ep = std::move(ep), ... args = std::move(args)]() mutable {
-    async_scope scope;
-    try {
-      std::move(h)(std::move(ep), std::move(args)...);
-    } catch (...) {
-      q->keep_error(std::current_exception());
+  auto invoke = [ticket = std::move(ticket), h = std::move(h), ep = std::move(ep),
+                 ... args = std::move(args)]() mutable {
+    {
+      async_scope scope;
+      running_handler_scope running(&ticket.queue());
+      try {
+        std::move(h)(std::move(ep), std::move(args)...);
+      } catch (...) {
+        ticket.queue().keep_error(std::current_exception());
+      }
     }
+    ticket.done();
   };
   // Completed inside its own initiating function: defer the handler (xdev's future handler only
   // fulfils a promise, which is safe at once).
@@ -91,30 +146,10 @@ void deliver(const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_pt
     boost::asio::dispatch(ex, std::move(invoke));
 }
 
-// Launches backend work so that `done` is called exactly once even when the backend call throws.
-template <class Call>
-void launch_guarded(Completion done, Call&& call) {
-  struct once {
-    std::atomic<bool> fired{false};
-    Completion done;
-    void operator()(std::exception_ptr ep) {
-      if (!fired.exchange(true, std::memory_order_acq_rel)) done(std::move(ep));
-    }
-    // A backend that drops its completion unrun would leave the stream and the in-flight slot
-    // stuck forever: fail the operation instead.
-    ~once() {
-      if (fired.load(std::memory_order_acquire) || !done) return;
-      done(std::make_exception_ptr(
-          error(errc::internal, "the backend destroyed the completion of an operation without calling it")));
-    }
-  };
-  auto state = std::make_shared<once>();
-  state->done = std::move(done);
-  try {
-    std::forward<Call>(call)(Completion([state](std::exception_ptr ep) { (*state)(std::move(ep)); }));
-  } catch (...) {
-    (*state)(std::current_exception());
-  }
+/// `deliver` for work that belongs to the device as a whole (a collective), not to one stream.
+template <class Handler, class... Args>
+void deliver(const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_ptr ep, Args... args) {
+  deliver(handler_ticket(q, nullptr), q, std::move(h), std::move(ep), std::move(args)...);
 }
 
 // The result slot of work that produces a `T`; `void` work has none.
@@ -134,6 +169,90 @@ struct signature_for<void> {
   using type = void(std::exception_ptr);
 };
 
+// One submitted operation: the backend launch, the handler with its work guard, the result slot,
+// in one allocation.
+template <class T, class Launch, class Handler>
+class submit_node final : public ChainNode {
+ public:
+  submit_node(std::shared_ptr<DeviceQueue> q, Launch&& launch, std::shared_ptr<result_slot<T>> slot, Handler&& h)
+      : q_(std::move(q)),
+        launch_(std::move(launch)),
+        slot_(std::move(slot)),
+        work_(boost::asio::make_work_guard(boost::asio::get_associated_executor(h))),
+        h_(std::move(h)),
+        epoch_(q_->enter_epoch()) {}
+  ~submit_node() override { leave_epoch(); }
+
+ private:
+  // Memory dropped while this work was pending may be freed once it is over (stream-ordered frees).
+  void leave_epoch() noexcept {
+    if (in_epoch_) q_->leave_epoch(epoch_);
+    in_epoch_ = false;
+  }
+
+  void launch(Completion done) override { std::move(launch_)(std::move(done)); }
+
+  void finish(std::exception_ptr ep) noexcept override {
+    DeviceQueue& q = *q_;
+    q.note_completed(ep != nullptr);
+    // The handler counts as pending before the slot is given back, so that nothing waiting for
+    // the device sees it idle in between; the slot covers the work only, not the handler.
+    handler_ticket ticket(q_, chain());
+    leave_epoch();  // before the slot: whoever sees the device idle sees these frees done
+    q.throttle().release(chain_has_operation_queued());
+    if constexpr (std::is_void_v<T>) {
+      deliver(std::move(ticket), q_, std::move(h_), std::move(ep));
+    } else {
+      T value = (ep || !slot_->value) ? T{} : std::move(*slot_->value);
+      deliver(std::move(ticket), q_, std::move(h_), std::move(ep), std::move(value));
+    }
+    work_.reset();
+  }
+
+  std::shared_ptr<DeviceQueue> q_;
+  Launch launch_;
+  std::shared_ptr<result_slot<T>> slot_;
+  boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work_;
+  Handler h_;
+  std::uint64_t epoch_;
+  bool in_epoch_ = true;
+};
+
+// Queues a node once the throttle lets it through; discards it if it never does (the device was
+// shut down). Small enough for `unique_function`'s inline storage.
+struct pending_push {
+  DeviceQueue* q;  // null for a marker, which is not counted as submitted work
+  ChainNode* node;
+  pending_push(DeviceQueue* queue, ChainNode* n) noexcept : q(queue), node(n) {}
+  pending_push(pending_push&& o) noexcept : q(o.q), node(std::exchange(o.node, nullptr)) {}
+  pending_push& operator=(pending_push&&) = delete;
+  ~pending_push() {
+    if (node) node->discard();
+  }
+  void operator()() {
+    if (q) q->note_submitted();
+    std::exchange(node, nullptr)->push();
+  }
+};
+
+// Admits `node` (already built, holding its handler, bound to its chain): takes an in-flight slot
+// (blocking, or asynchronously from a thread that must not block), then queues it.
+inline void admit(const std::shared_ptr<DeviceQueue>& q, ChainNode* node) {
+  // The throttle refuses once the device is closed, atomically with taking a slot, so nothing is
+  // admitted after shutdown() has returned (the node and its handler are discarded unrun).
+  if (in_async_context()) {
+    // The pending grant owns the node until it runs; the chain outlives it (the node keeps it).
+    if (!q->throttle().async_acquire(pending_push{q.get(), node})) throw q->shut_down_error();
+    return;
+  }
+  if (!q->throttle().acquire()) {
+    node->discard();
+    throw q->shut_down_error();
+  }
+  q->note_submitted();
+  node->push();
+}
+
 // `Launch` is `void(Completion)`: it starts the work on the backend.
 template <class T, class Launch>
 struct submit_initiation {
@@ -145,37 +264,15 @@ struct submit_initiation {
   template <class Handler>
   void operator()(Handler&& handler) {
     queue->check_open();
-    auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
-    ChainOp op{
-        [launch = std::move(launch)](Completion done) mutable { launch_guarded(std::move(done), std::move(launch)); },
-        [q = queue, h = std::forward<Handler>(handler), work = std::move(work),
-         slot = slot](std::exception_ptr ep) mutable {
-          q->note_completed(ep != nullptr);
-          if constexpr (std::is_void_v<T>) {
-            deliver(q, std::move(h), std::move(ep));
-          } else {
-            T value = (ep || !slot->value) ? T{} : std::move(*slot->value);
-            deliver(q, std::move(h), std::move(ep), std::move(value));
-          }
-          work.reset();
-          q->throttle().release();
-        }};
-    auto enqueue = [q = queue, chain = chain, op = std::move(op)]() mutable {
-      q->note_submitted();
-      chain->push(std::move(op));
-    };
-    // From here on `this` may be gone: the operation can complete inside enqueue(), and a coroutine
+    using H = std::decay_t<Handler>;
+    auto* node =
+        new submit_node<T, Launch, H>(queue, std::move(launch), std::move(slot), H(std::forward<Handler>(handler)));
+    node->bind(std::move(chain));
+    // From here on `this` may be gone: the operation can complete inside admit(), and a coroutine
     // resumed by its completion destroys the frame that owns this initiation. Use locals only.
     const std::shared_ptr<DeviceQueue> q = queue;
     initiating_scope initiating;
-    // The throttle refuses once the device is closed, atomically with taking a slot, so nothing is
-    // admitted after shutdown() has returned (the op and its handler are discarded unrun).
-    if (in_async_context()) {
-      if (!q->throttle().async_acquire(std::move(enqueue))) throw q->shut_down_error();
-    } else {
-      if (!q->throttle().acquire()) throw q->shut_down_error();
-      enqueue();
-    }
+    admit(q, node);
   }
 };
 
@@ -188,13 +285,25 @@ auto submit(std::shared_ptr<DeviceQueue> queue, std::shared_ptr<OpChain> chain, 
       submit_initiation<T, Launch>{std::move(queue), std::move(chain), std::move(launch), std::move(slot)}, token);
 }
 
+// A marker: runs `at_point` in stream order and delivers nothing.
+class marker_node final : public ChainNode {
+ public:
+  explicit marker_node(unique_function<void(Completion)> at_point) : at_point_(std::move(at_point)) {}
+  [[nodiscard]] bool is_operation() const noexcept override { return false; }
+
+ private:
+  void launch(Completion done) override { std::move(at_point_)(std::move(done)); }
+  void finish(std::exception_ptr) noexcept override {}
+  unique_function<void(Completion)> at_point_;
+};
+
 /// Inserts a marker on `chain` that runs `at_point` when every operation submitted before it has
 /// completed; takes no in-flight slot and keeps its place behind waiting submissions.
 inline void enqueue_marker(DeviceQueue& queue, const std::shared_ptr<OpChain>& chain,
                            unique_function<void(Completion)> at_point) {
-  queue.throttle().after_waiters([chain, at_point = std::move(at_point)]() mutable {
-    chain->push(ChainOp{std::move(at_point), [](std::exception_ptr) {}});
-  });
+  ChainNode* node = new marker_node(std::move(at_point));
+  node->bind(chain);
+  queue.throttle().after_waiters(pending_push{nullptr, node});
 }
 
 }  // namespace detail

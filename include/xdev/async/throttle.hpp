@@ -20,9 +20,17 @@ namespace xdev {
 ///
 /// Entries that need no slot (`after_waiters`: stream markers such as event records) keep
 /// their place in that order, so a marker never overtakes work submitted before it.
+///
+/// A thread blocked in `acquire` is not woken for every completion. While the releases say that
+/// more completions are on their way (`release(true)`: the completing operation's stream has
+/// another operation queued behind it), a blocked thread at the head of the queue is woken only
+/// once in-flight work has fallen to the low mark, half the limit; it then refills the free slots
+/// in one go without sleeping in between. A release that promises nothing more (a stream ran dry,
+/// or waits on a marker) serves waiters at once, so work that only the blocked thread could
+/// unblock never deadlocks. Asynchronous waiters cost no wake-up and are always served at once.
 class Throttle {
  public:
-  explicit Throttle(std::size_t limit) : limit_(limit) {
+  explicit Throttle(std::size_t limit) : limit_(limit), low_mark_(limit / 2) {
     if (limit == 0) throw error(errc::invalid_argument, "in-flight limit 0 is not accepted; it must be at least 1");
   }
   Throttle(const Throttle&) = delete;
@@ -34,14 +42,21 @@ class Throttle {
     std::unique_lock lk(m_);
     if (closed_) return false;
     if (try_take_locked()) return true;
-    bool granted = false;
+    // Woken under its own lock, so the granting thread is done with it before acquire() returns.
+    struct sleeper {
+      std::mutex m;
+      std::condition_variable cv;
+      bool granted = false;
+    } me;
     ++waits_;
-    waiters_.push_back({true, [this, &granted] {
-                          std::lock_guard g(m_);
-                          granted = true;
-                          cv_.notify_all();
+    waiters_.push_back({true, true, [&me] {
+                          std::lock_guard g(me.m);
+                          me.granted = true;
+                          me.cv.notify_one();
                         }});
-    cv_.wait(lk, [&] { return granted; });
+    lk.unlock();
+    std::unique_lock g(me.m);
+    me.cv.wait(g, [&] { return me.granted; });
     return true;
   }
 
@@ -54,7 +69,7 @@ class Throttle {
       if (closed_) return false;
       if (!try_take_locked()) {
         ++waits_;
-        waiters_.push_back({true, std::move(on_granted)});
+        waiters_.push_back({true, false, std::move(on_granted)});
         return true;
       }
     }
@@ -77,15 +92,17 @@ class Throttle {
     {
       std::lock_guard lk(m_);
       if (dispatching_ || !waiters_.empty()) {
-        waiters_.push_back({false, std::move(f)});
+        waiters_.push_back({false, false, std::move(f)});
         return;
       }
     }
     f();
   }
 
-  /// Returns a slot; serves waiters in order.
-  void release() {
+  /// Returns a slot; serves waiters in order. `more_coming`: another release is sure to follow
+  /// without help from outside (the releaser's stream has an operation queued), so a blocked
+  /// thread may be left asleep until in-flight work reaches the low mark (see the class comment).
+  void release(bool more_coming = false) {
     std::unique_lock lk(m_);
     --in_use_;
     if (dispatching_) return;  // the thread already dispatching will see the free slot
@@ -93,6 +110,7 @@ class Throttle {
       if (in_use_ == 0) idle_cv_.notify_all();
       return;
     }
+    if (more_coming && waiters_.front().blocks_thread && in_use_ > low_mark_) return;
     dispatching_ = true;
     for (;;) {
       std::deque<detail::unique_function<void()>> ready;
@@ -136,6 +154,7 @@ class Throttle {
  private:
   struct waiter {
     bool needs_slot;
+    bool blocks_thread;  // a thread asleep in acquire(): waking it is what costs
     detail::unique_function<void()> run;
   };
 
@@ -149,10 +168,10 @@ class Throttle {
   }
 
   mutable std::mutex m_;
-  std::condition_variable cv_;
   std::condition_variable idle_cv_;
   std::deque<waiter> waiters_;
   const std::size_t limit_;
+  const std::size_t low_mark_;
   std::size_t in_use_ = 0;
   std::size_t high_water_ = 0;
   std::size_t waits_ = 0;

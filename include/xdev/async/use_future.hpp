@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/async/device_queue.hpp>
+#include <xdev/core/detail/block_pool.hpp>
 
 #include <boost/asio/async_result.hpp>
 
@@ -72,7 +73,8 @@ class future_probe {
   std::atomic<bool> untracked_{false};
 };
 
-// Allocates the promise's shared state, so that its final release is observable (see untracked()).
+// Allocates the promise's shared state (from the block pool, like the probe), so that its final release is observable
+// (see untracked()).
 template <class U>
 struct probe_allocator {
   using value_type = U;
@@ -82,9 +84,9 @@ struct probe_allocator {
   template <class V>
   probe_allocator(const probe_allocator<V>& o) noexcept : probe(o.probe) {}  // NOLINT: allocator rebind
 
-  U* allocate(std::size_t n) { return std::allocator<U>{}.allocate(n); }
+  U* allocate(std::size_t n) { return pool_allocator<U>{}.allocate(n); }
   void deallocate(U* p, std::size_t n) noexcept {
-    std::allocator<U>{}.deallocate(p, n);
+    pool_allocator<U>{}.deallocate(p, n);
     probe->state_released();
   }
   template <class V>
@@ -147,7 +149,8 @@ class future_handler {
 
  public:
   future_handler()
-      : probe_(std::make_shared<future_probe>()), promise_(std::allocator_arg, probe_allocator<char>(probe_)) {}
+      : probe_(std::allocate_shared<future_probe>(pool_allocator<future_probe>{})),
+        promise_(std::allocator_arg, probe_allocator<char>(probe_)) {}
 
   Future<value_type> get_future() { return Future<value_type>(promise_.get_future(), probe_); }
 

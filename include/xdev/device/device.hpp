@@ -106,7 +106,9 @@ class Device {
   /// The device's default stream: device-level operations below run on it, in order.
   [[nodiscard]] Stream<B> default_stream() const { return Stream<B>(*this, queue()->default_chain()); }
   /// A new stream: in order within itself, free to overlap with other streams.
-  [[nodiscard]] Stream<B> make_stream() const { return Stream<B>(*this, std::make_shared<detail::OpChain>()); }
+  [[nodiscard]] Stream<B> make_stream(StreamOptions options = {}) const {
+    return Stream<B>(*this, detail::make_chain(options));
+  }
 
   /// `default_stream().execute(f, token)`.
   template <class F, class Token = const use_future_t&>
@@ -163,8 +165,11 @@ class Device {
   friend struct detail::buffer_device<B>;
 
   detail::DeviceState<B>& state() const { return runtime_->state(ordinal_); }
+  // Stream-ordered: the block goes back to the allocator once the work submitted before this
+  // call has completed (it may still be using the block).
   void release_memory(typename detail::memory_handle_of<B>::type h, std::size_t bytes) const noexcept {
-    state().allocator.deallocate(h, bytes);
+    auto& st = state();
+    st.queue->release_after_work([a = &st.allocator, h, bytes] { a->deallocate(h, bytes); });
   }
 
   Runtime<B>* runtime_ = nullptr;

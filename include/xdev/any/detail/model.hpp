@@ -160,7 +160,9 @@ class DeviceModel final : public AnyDeviceModel {
 
   erased_handle allocate(std::size_t bytes) const override { return erase_handle(dev_.allocator().allocate(bytes)); }
   void deallocate(erased_handle h, std::size_t bytes) const noexcept override {
-    dev_.allocator().deallocate(unerase_handle<H>(h), bytes);
+    // Stream-ordered, as Device::release_memory.
+    dev_.queue()->release_after_work(
+        [a = &dev_.allocator(), h = unerase_handle<H>(h), bytes] { a->deallocate(h, bytes); });
   }
   MemoryStats memory_stats() const override { return dev_.memory_stats(); }
   void reset_peak_memory_stats() const override { dev_.reset_peak_memory_stats(); }

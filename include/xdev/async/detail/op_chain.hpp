@@ -3,58 +3,224 @@
 #pragma once
 
 #include <xdev/backend/completion.hpp>
-#include <xdev/core/detail/unique_function.hpp>
+#include <xdev/core/detail/block_pool.hpp>
+#include <xdev/core/error.hpp>
 
-#include <deque>
+#include <atomic>
+#include <cstddef>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <utility>
 
 namespace xdev::detail {
 
-/// One queued operation: `start` launches it and must eventually call the completion it is
-/// given exactly once; `done` then receives the outcome.
-struct ChainOp {
-  unique_function<void(Completion)> start;
-  unique_function<void(std::exception_ptr)> done;
+class OpChain;
+
+/// Completion handlers handed to an executor and not yet run (or destroyed unrun). What
+/// `synchronize()` waits for after the work itself, so that a callback that was deferred out of
+/// its initiating function has run when `synchronize()` returns.
+class HandlerCount {
+ public:
+  void add() noexcept { n_.fetch_add(1, std::memory_order_relaxed); }
+  void remove() noexcept {
+    if (n_.fetch_sub(1, std::memory_order_acq_rel) == 1) n_.notify_all();
+  }
+  /// Waits until no handler is pending.
+  void wait() const noexcept {
+    for (std::size_t v = n_.load(std::memory_order_acquire); v != 0; v = n_.load(std::memory_order_acquire))
+      n_.wait(v, std::memory_order_acquire);
+  }
+  [[nodiscard]] std::size_t pending() const noexcept { return n_.load(std::memory_order_acquire); }
+
+ private:
+  std::atomic<std::size_t> n_{0};
 };
 
-/// Runs operations one after another. An operation that completes inside its own `start`
-/// (a synchronous backend) does not recurse into the next: the chain loops instead, so a long
-/// queue never grows the stack.
+/// One queued operation, allocated once per submission (from the block pool) and holding all it
+/// needs until its completion has been delivered: how to start it, its handler, its result. The
+/// chain links nodes through `next`, so queueing allocates nothing.
+///
+/// Two references keep a started node alive: the starter's and the backend's `Completion`. The
+/// node completes exactly once, whether the backend calls the completion, throws from the call
+/// that starts the work, or destroys the completion unrun.
+class ChainNode {
+ public:
+  ChainNode() = default;
+  ChainNode(const ChainNode&) = delete;
+  ChainNode& operator=(const ChainNode&) = delete;
+
+  static void* operator new(std::size_t bytes) { return block_pool::instance().allocate(bytes); }
+  static void operator delete(void* p, std::size_t bytes) noexcept { block_pool::instance().deallocate(p, bytes); }
+
+  /// Whether the work of this node is an operation (true) or an ordering marker that may wait
+  /// for something outside the device, such as an event another stream has not reached yet.
+  [[nodiscard]] virtual bool is_operation() const noexcept { return true; }
+
+  /// Drops the submitter's reference to a node that was never started.
+  void discard() noexcept { unref(); }
+
+  /// Gives the node to the chain it will run on (which it keeps alive until it completes).
+  inline void bind(std::shared_ptr<OpChain> chain) noexcept;
+  /// Queues the node on its chain (which then owns it).
+  inline void push();
+
+ protected:
+  virtual ~ChainNode() = default;
+
+  /// Starts the work; `done` must eventually be called exactly once (a throw counts as a call).
+  virtual void launch(Completion done) = 0;
+  /// Delivers the outcome (the handler, the in-flight slot); runs before the next node starts.
+  virtual void finish(std::exception_ptr ep) noexcept = 0;
+
+  /// The chain the node is bound to (from `bind` until the node completes).
+  [[nodiscard]] const std::shared_ptr<OpChain>& chain() const noexcept { return chain_ref_; }
+
+  /// From `finish`: whether an operation waits on this node's chain (see OpChain::operation_queued).
+  [[nodiscard]] inline bool chain_has_operation_queued() const;
+
+ private:
+  friend class OpChain;
+
+  // The Completion a backend gets: a pointer to the node (stored inline, no allocation).
+  class completion_ref {
+   public:
+    explicit completion_ref(ChainNode* n) noexcept : n_(n) {}
+    completion_ref(completion_ref&& o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
+    completion_ref& operator=(completion_ref&&) = delete;
+    ~completion_ref() {
+      if (ChainNode* n = std::exchange(n_, nullptr)) n->dropped();
+    }
+    void operator()(std::exception_ptr ep) {
+      if (ChainNode* n = std::exchange(n_, nullptr)) {
+        n->complete(std::move(ep));
+        n->unref();
+      }
+    }
+
+   private:
+    ChainNode* n_;
+  };
+
+  void start() noexcept {
+    refs_.fetch_add(1, std::memory_order_relaxed);  // the completion's reference
+    std::exception_ptr thrown;
+    try {
+      launch(Completion(completion_ref(this)));
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+    int s = launching;
+    if (!launch_state_.compare_exchange_strong(s, launched, std::memory_order_acq_rel) || thrown)
+      complete(thrown ? std::move(thrown) : dropped_error());
+    unref();  // the starter's
+  }
+
+  // The backend let go of the completion without calling it. During the call that starts the
+  // work this is part of that call failing (its exception is the error, see start()); later it
+  // would leave the stream and the in-flight slot stuck forever, so the operation fails instead.
+  void dropped() noexcept {
+    int s = launching;
+    if (!launch_state_.compare_exchange_strong(s, dropped_while_launching, std::memory_order_acq_rel))
+      complete(dropped_error());
+    unref();
+  }
+
+  static std::exception_ptr dropped_error() {
+    return std::make_exception_ptr(
+        error(errc::internal, "the backend destroyed the completion of an operation without calling it"));
+  }
+
+  inline void complete(std::exception_ptr ep) noexcept;
+
+  // Completes a node that a poisoned chain will not start, with the chain's error.
+  void fail_unstarted(std::exception_ptr ep) noexcept {
+    complete(std::move(ep));
+    unref();  // the starter's
+  }
+
+  void unref() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+  ChainNode* next_ = nullptr;
+  OpChain* chain_ = nullptr;  // kept alive by chain_ref_ until the node completes
+  std::shared_ptr<OpChain> chain_ref_;
+  std::atomic<int> refs_{1};
+  std::atomic<bool> fired_{false};
+  enum : int { launching, launched, dropped_while_launching };
+  std::atomic<int> launch_state_{launching};
+};
+
+/// Runs nodes one after another. A node that completes inside its own start (a synchronous
+/// backend) does not recurse into the next: the chain loops instead, so a long queue never grows
+/// the stack.
 class OpChain : public std::enable_shared_from_this<OpChain> {
  public:
-  void push(ChainOp op) {
+  /// Queues `n`, bound to this chain (which now owns it); starts it at once when the chain is idle.
+  void push(ChainNode* n) {
     {
       std::lock_guard lk(m_);
-      q_.push_back(std::move(op));
+      if (tail_)
+        tail_->next_ = n;
+      else
+        head_ = n;
+      tail_ = n;
       if (busy_) return;
       busy_ = true;
     }
     run_next();
   }
 
+  /// Poisoning (`ErrorPolicy::poison`): once an operation on the chain fails, later operations
+  /// fail at once with that error instead of running. Markers still run.
+  void set_poison_on_error(bool on) noexcept { poison_on_error_ = on; }
+  [[nodiscard]] bool poisons_on_error() const noexcept { return poison_on_error_; }
+  /// The error that poisoned the chain, or null.
+  [[nodiscard]] std::exception_ptr poison() const {
+    std::lock_guard lk(m_);
+    return poison_;
+  }
+  /// Lets later operations run again.
+  void clear_poison() {
+    std::lock_guard lk(m_);
+    poison_ = nullptr;
+  }
+
+  /// The handlers of this chain's operations that have been handed on and not yet run.
+  [[nodiscard]] HandlerCount& handlers() noexcept { return handlers_; }
+  [[nodiscard]] const HandlerCount& handlers() const noexcept { return handlers_; }
+
+  /// Whether an operation (not a marker) waits behind the one completing now: its completion
+  /// is then sure to follow without anything from outside the device.
+  [[nodiscard]] bool operation_queued() const {
+    std::lock_guard lk(m_);
+    return head_ != nullptr && head_->is_operation();
+  }
+
  private:
+  friend class ChainNode;
   enum class phase { idle, starting, running, completed_while_starting };
 
   void run_next() {
     std::unique_lock lk(m_);
     for (;;) {
-      if (q_.empty()) {
+      ChainNode* n = head_;
+      if (n == nullptr) {
         busy_ = false;
         phase_ = phase::idle;
         return;
       }
-      ChainOp op = std::move(q_.front());
-      q_.pop_front();
+      head_ = n->next_;
+      if (head_ == nullptr) tail_ = nullptr;
       phase_ = phase::starting;
+      std::exception_ptr poisoned = n->is_operation() ? poison_ : nullptr;
       lk.unlock();
-      op.start(Completion([self = shared_from_this(), done = std::move(op.done)](std::exception_ptr ep) mutable {
-        // Delivered before the next operation starts, so a stream's completions arrive in order.
-        done(std::move(ep));
-        self->on_complete();
-      }));
+      if (poisoned)
+        n->fail_unstarted(std::move(poisoned));
+      else
+        n->start();
       lk.lock();
       if (phase_ != phase::completed_while_starting) {
         phase_ = phase::running;
@@ -63,9 +229,10 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     }
   }
 
-  void on_complete() {
+  void on_complete(const std::exception_ptr& failed) {
     {
       std::lock_guard lk(m_);
+      if (failed && poison_on_error_ && !poison_) poison_ = failed;
       if (phase_ == phase::starting) {
         phase_ = phase::completed_while_starting;
         return;
@@ -74,10 +241,36 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     run_next();
   }
 
-  std::mutex m_;
-  std::deque<ChainOp> q_;
+  mutable std::mutex m_;
+  std::exception_ptr poison_;
+  bool poison_on_error_ = false;
+  HandlerCount handlers_;
+  ChainNode* head_ = nullptr;
+  ChainNode* tail_ = nullptr;
   bool busy_ = false;
   phase phase_ = phase::idle;
 };
+
+inline void ChainNode::bind(std::shared_ptr<OpChain> chain) noexcept {
+  chain_ = chain.get();
+  chain_ref_ = std::move(chain);
+}
+
+inline void ChainNode::push() {
+  chain_->push(this);
+}
+
+inline bool ChainNode::chain_has_operation_queued() const {
+  return chain_->operation_queued();
+}
+
+inline void ChainNode::complete(std::exception_ptr ep) noexcept {
+  if (fired_.exchange(true, std::memory_order_acq_rel)) return;
+  // Delivered before the next node starts, so a stream's completions arrive in order.
+  const std::exception_ptr failed = is_operation() ? ep : nullptr;
+  finish(std::move(ep));
+  const std::shared_ptr<OpChain> chain = std::move(chain_ref_);
+  chain->on_complete(failed);
+}
 
 }  // namespace xdev::detail

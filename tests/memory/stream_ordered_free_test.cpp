@@ -1,0 +1,71 @@
+// Stream-ordered frees: dropping a buffer while work that uses it is queued or running does not
+// hand its memory to the next allocation before that work is over (as CUDA's stream-ordered
+// allocator and `record_stream` guarantee).
+#include <xdev/backends/host.hpp>
+#include <xdev/device/device.hpp>
+#include <xdev/device/runtime.hpp>
+#include <xdev/memory/array.hpp>
+#include <xdev/memory/buffer.hpp>
+#include <xdev/ops/elementwise.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <future>
+#include <optional>
+
+namespace {
+
+using Host = xdev::backends::Host;
+constexpr std::size_t n = std::size_t{1} << 16;
+
+TEST(StreamOrderedFree, ADroppedBufferIsNotReusedWhileQueuedWorkStillWritesIt) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  std::promise<void> open_gate;
+  auto gate = open_gate.get_future().share();
+  auto slow = dev.execute([gate] { gate.wait(); });  // holds the stream
+  std::optional<xdev::Array<float, Host>> dropped(xdev::empty<float>(dev, xdev::Shape{n}));
+  auto fill = xdev::ops::fill(dev, *dropped, 1.0f);  // queued behind the slow task
+  dropped.reset();                                   // dropped with its fill still to run
+  EXPECT_EQ(dev.memory_stats().bytes_in_use, n * sizeof(float)) << "freed before the work using it ran";
+
+  auto fresh = dev.allocate<float>(n);  // the same size: the cache would hand out the same block
+  std::fill_n(fresh.host_data(), n, 2.0f);
+  open_gate.set_value();
+  slow.get();
+  fill.get();
+  dev.synchronize();
+  EXPECT_TRUE(std::all_of(fresh.host_data(), fresh.host_data() + n, [](float v) { return v == 2.0f; }))
+      << "the fill of the dropped buffer overwrote a new allocation";
+  EXPECT_EQ(dev.memory_stats().bytes_in_use, n * sizeof(float)) << "the dropped buffer was never freed";
+}
+
+TEST(StreamOrderedFree, ADropOnAnIdleDeviceFreesAtOnce) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1});
+  auto dev = rt.device(0);
+  { auto b = dev.allocate<float>(n); }
+  EXPECT_EQ(dev.memory_stats().bytes_in_use, 0u);
+}
+
+// A device that never goes idle still frees: the free waits only for work submitted before it.
+TEST(StreamOrderedFree, AFreeDoesNotWaitForWorkSubmittedAfterIt) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  auto other = dev.make_stream();
+  std::promise<void> first_gate, later_gate;
+  auto g1 = first_gate.get_future().share();
+  auto g2 = later_gate.get_future().share();
+  auto before = dev.execute([g1] { g1.wait(); });
+  { auto b = dev.allocate<float>(n); }
+  auto after = other.execute([g2] { g2.wait(); });  // still running when the earlier work ends
+  EXPECT_EQ(dev.memory_stats().bytes_in_use, n * sizeof(float));
+  first_gate.set_value();
+  before.get();
+  EXPECT_EQ(dev.memory_stats().bytes_in_use, 0u) << "the free waited for work submitted after it";
+  later_gate.set_value();
+  after.get();
+}
+
+}  // namespace
