@@ -94,6 +94,26 @@ struct Ratio {
   std::string unit = "op";  ///< what one operation is, for the printout
 };
 
+/// A per-operation figure that is not a ratio (it does not depend on the machine's speed), such as
+/// heap allocations per operation: one side's counter `<side>_<counter>`, with an absolute goal.
+struct Figure {
+  std::string label{};      ///< printed as `figure <label> = ...`
+  std::string benchmark{};  ///< registered name of the benchmark
+  std::string counter{};    ///< the counter's full name, e.g. "xdev_default_allocs_per_op"
+  Goal goal = Goal::none;
+  double bound = 0;
+};
+
+inline std::vector<Figure>& figures() {
+  static std::vector<Figure> all;
+  return all;
+}
+
+/// Adds a line to the figure table printed after the ratios.
+inline void add_figure(Figure f) {
+  figures().push_back(std::move(f));
+}
+
 inline std::vector<Ratio>& ratios() {
   static std::vector<Ratio> all;
   return all;
@@ -239,7 +259,35 @@ inline int print_ratio(const Ratio& r, const Samples* s) {
   return missed;
 }
 
-// Prints the ratio table; returns the number of goals not met.
+// Prints one figure line; returns 1 when its goal is not met (or it could not be read), else 0.
+inline int print_figure(const Figure& f, const Samples* s) {
+  const std::vector<double>* v = nullptr;
+  if (s) {
+    auto it = s->counters.find(f.counter);
+    if (it != s->counters.end() && !it->second.empty()) v = &it->second;
+  }
+  if (!v) {
+    std::printf("figure %s = n/a (%s did not report %s)\n", f.label.c_str(), f.benchmark.c_str(), f.counter.c_str());
+    return f.goal == Goal::none ? 0 : 1;
+  }
+  const double value = median(*v);
+  const double worst =
+      f.goal == Goal::at_least ? *std::min_element(v->begin(), v->end()) : *std::max_element(v->begin(), v->end());
+  int missed = 0;
+  char goal[64] = "";
+  const char* verdict = " (no goal)";
+  if (f.goal != Goal::none) {
+    const bool met = f.goal == Goal::at_most ? value <= f.bound : value >= f.bound;
+    missed = met ? 0 : 1;
+    std::snprintf(goal, sizeof goal, " (goal %s %.2f)", f.goal == Goal::at_most ? "<=" : ">=", f.bound);
+    verdict = met ? " met" : " NOT met";
+  }
+  std::printf("figure %s = %.3f%s%s | worst rep %.3f, median of %zu reps\n", f.label.c_str(), value, goal, verdict,
+              worst, v->size());
+  return missed;
+}
+
+// Prints the ratio table, then the figure table; returns the number of goals not met.
 inline int print_ratios(const CollectingReporter& rep) {
   int missed = 0;
   bool header = false;
@@ -253,6 +301,16 @@ inline int print_ratios(const CollectingReporter& rep) {
       header = true;
     }
     missed += print_ratio(r, s);
+  }
+  header = false;
+  for (const Figure& f : figures()) {
+    const Samples* s = rep.find(f.benchmark);
+    if (!s) continue;
+    if (!header) {
+      std::printf("\nFigures (per operation, the median over repetitions):\n");
+      header = true;
+    }
+    missed += print_figure(f, s);
   }
   return missed;
 }

@@ -5,10 +5,13 @@
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/error.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
 #include <mutex>
+#include <thread>
 #include <utility>
 
 namespace xdev {
@@ -21,13 +24,16 @@ namespace xdev {
 /// Entries that need no slot (`after_waiters`: stream markers such as event records) keep
 /// their place in that order, so a marker never overtakes work submitted before it.
 ///
-/// A thread blocked in `acquire` is not woken for every completion. While the releases say that
+/// A thread blocked in `acquire` is not served for every completion. While the releases say that
 /// more completions are on their way (`release(true)`: the completing operation's stream has
-/// another operation queued behind it), a blocked thread at the head of the queue is woken only
+/// another operation queued behind it), a blocked thread at the head of the queue is served only
 /// once in-flight work has fallen to the low mark, half the limit; it then refills the free slots
-/// in one go without sleeping in between. A release that promises nothing more (a stream ran dry,
-/// or waits on a marker) serves waiters at once, so work that only the blocked thread could
-/// unblock never deadlocks. Asynchronous waiters cost no wake-up and are always served at once.
+/// in one go through the uncontended path. It spins for up to `blocked::spin_budget` before it
+/// sleeps, so that it is usually still awake when served: waking a sleeping thread takes longer
+/// than a busy device needs to run what is left below the low mark. A release that promises
+/// nothing more (a stream ran dry, or waits on a marker) serves waiters at once, so work that only
+/// the blocked thread could unblock never deadlocks. Asynchronous waiters cost no wake-up and
+/// are always served at once.
 class Throttle {
  public:
   explicit Throttle(std::size_t limit) : limit_(limit), low_mark_(limit / 2) {
@@ -42,21 +48,11 @@ class Throttle {
     std::unique_lock lk(m_);
     if (closed_) return false;
     if (try_take_locked()) return true;
-    // Woken under its own lock, so the granting thread is done with it before acquire() returns.
-    struct sleeper {
-      std::mutex m;
-      std::condition_variable cv;
-      bool granted = false;
-    } me;
+    blocked me;
     ++waits_;
-    waiters_.push_back({true, true, [&me] {
-                          std::lock_guard g(me.m);
-                          me.granted = true;
-                          me.cv.notify_one();
-                        }});
+    waiters_.push_back({true, &me, [&me] { me.grant(); }});
     lk.unlock();
-    std::unique_lock g(me.m);
-    me.cv.wait(g, [&] { return me.granted; });
+    me.wait();
     return true;
   }
 
@@ -69,7 +65,7 @@ class Throttle {
       if (closed_) return false;
       if (!try_take_locked()) {
         ++waits_;
-        waiters_.push_back({true, false, std::move(on_granted)});
+        waiters_.push_back({true, nullptr, std::move(on_granted)});
         return true;
       }
     }
@@ -92,7 +88,7 @@ class Throttle {
     {
       std::lock_guard lk(m_);
       if (dispatching_ || !waiters_.empty()) {
-        waiters_.push_back({false, false, std::move(f)});
+        waiters_.push_back({false, nullptr, std::move(f)});
         return;
       }
     }
@@ -110,18 +106,15 @@ class Throttle {
       if (in_use_ == 0) idle_cv_.notify_all();
       return;
     }
-    if (more_coming && waiters_.front().blocks_thread && in_use_ > low_mark_) return;
+    if (more_coming && in_use_ > low_mark_ && waiters_.front().thread != nullptr) return;
     dispatching_ = true;
-    for (;;) {
-      std::deque<detail::unique_function<void()>> ready;
-      while (!waiters_.empty() && (!waiters_.front().needs_slot || in_use_ < limit_)) {
-        if (waiters_.front().needs_slot) take_locked();
-        ready.push_back(std::move(waiters_.front().run));
-        waiters_.pop_front();
-      }
-      if (ready.empty()) break;
+    // One at a time, so that serving a waiter allocates nothing.
+    while (!waiters_.empty() && (!waiters_.front().needs_slot || in_use_ < limit_)) {
+      if (waiters_.front().needs_slot) take_locked();
+      detail::unique_function<void()> run = std::move(waiters_.front().run);
+      waiters_.pop_front();
       lk.unlock();
-      for (auto& f : ready) f();
+      run();
       lk.lock();
     }
     dispatching_ = false;
@@ -152,9 +145,50 @@ class Throttle {
   }
 
  private:
+  // A thread blocked in acquire(). It spins for a short while first: at the low mark, a device
+  // busy with small operations has only microseconds of work left, far less than it takes to wake
+  // a sleeping thread (tens of microseconds on a loaded machine), and a producer that sleeps lets
+  // the device run dry. Only after the budget does it sleep.
+  class blocked {
+   public:
+    static constexpr auto spin_budget = std::chrono::microseconds(50);
+
+    void grant() {
+      // Under the lock, so that a sleeping waiter cannot see the grant, return and destroy this
+      // object before the notification is done.
+      std::lock_guard g(m_);
+      if (state_.exchange(granted, std::memory_order_acq_rel) == sleeping) cv_.notify_one();
+    }
+
+    void wait() {
+      const auto until = std::chrono::steady_clock::now() + spin_budget;
+      for (int i = 0; state_.load(std::memory_order_acquire) == spinning; ++i) {
+        if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
+        relax();
+      }
+      std::unique_lock g(m_);  // also waits for a grant in progress to let go of the lock
+      int expected = spinning;
+      if (state_.compare_exchange_strong(expected, sleeping, std::memory_order_acq_rel))
+        cv_.wait(g, [&] { return state_.load(std::memory_order_acquire) == granted; });
+    }
+
+   private:
+    enum : int { spinning, sleeping, granted };
+    static void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#else
+      std::this_thread::yield();
+#endif
+    }
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::atomic<int> state_{spinning};
+  };
+
   struct waiter {
     bool needs_slot;
-    bool blocks_thread;  // a thread asleep in acquire(): waking it is what costs
+    blocked* thread;  // a thread in acquire(), else null
     detail::unique_function<void()> run;
   };
 
