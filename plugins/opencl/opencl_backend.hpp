@@ -357,7 +357,7 @@ class OpenCL {
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
     cl_event ev = nullptr;
-    cl_check(clEnqueueWriteBuffer(d.queue, dst, CL_FALSE, dst_offset, bytes, src, 0, nullptr, &ev), d.label,
+    cl_check(clEnqueueWriteBuffer(queue_of(d), dst, CL_FALSE, dst_offset, bytes, src, 0, nullptr, &ev), d.label,
              "clEnqueueWriteBuffer");
     complete_on(d, lk, ev, pending(std::move(done), d.label + ": copy to device"));
   }
@@ -368,7 +368,7 @@ class OpenCL {
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
     cl_event ev = nullptr;
-    cl_check(clEnqueueReadBuffer(d.queue, src, CL_FALSE, src_offset, bytes, dst, 0, nullptr, &ev), d.label,
+    cl_check(clEnqueueReadBuffer(queue_of(d), src, CL_FALSE, src_offset, bytes, dst, 0, nullptr, &ev), d.label,
              "clEnqueueReadBuffer");
     complete_on(d, lk, ev, pending(std::move(done), d.label + ": copy to host"));
   }
@@ -384,7 +384,7 @@ class OpenCL {
     if (s.context == t.context) {
       std::unique_lock lk(s.m);
       cl_event ev = nullptr;
-      cl_check(clEnqueueCopyBuffer(s.queue, src, dst, src_offset, dst_offset, bytes, 0, nullptr, &ev), s.label,
+      cl_check(clEnqueueCopyBuffer(queue_of(s), src, dst, src_offset, dst_offset, bytes, 0, nullptr, &ev), s.label,
                "clEnqueueCopyBuffer");
       complete_on(s, lk, ev, pending(std::move(done), s.label + ": copy to " + t.label));
       return;
@@ -393,7 +393,7 @@ class OpenCL {
     auto p = pending(std::move(done), s.label + ": copy to " + t.label + " (read)");
     // The read's completion starts the write; the write's completion reports to xdev.
     auto finish = std::make_shared<xdev::Completion>(std::move(p->done));
-    p->done = [&t, dst, dst_offset, bytes, staging, finish](std::exception_ptr ep) mutable {
+    p->done = [this, &t, dst, dst_offset, bytes, staging, finish](std::exception_ptr ep) mutable {
       if (ep) return (*finish)(ep);
       try {
         std::unique_lock lk(t.m);
@@ -409,34 +409,87 @@ class OpenCL {
     };
     std::unique_lock lk(s.m);
     cl_event ev = nullptr;
-    cl_check(clEnqueueReadBuffer(s.queue, src, CL_FALSE, src_offset, bytes, staging->data(), 0, nullptr, &ev), s.label,
-             "clEnqueueReadBuffer");
+    cl_check(clEnqueueReadBuffer(queue_of(s), src, CL_FALSE, src_offset, bytes, staging->data(), 0, nullptr, &ev),
+             s.label, "clEnqueueReadBuffer");
     complete_on(s, lk, ev, std::move(p));
   }
 
-  /// Runs `task` on the backend's host thread once the device's queue reached this point.
+  /// Runs `task` on the backend's host thread once the device's queue reached this point. On a
+  /// stream's own queue (bound by xdev) the commands enqueued after it wait for the task too: a
+  /// barrier on a user event that is set when the task has run (whatever its outcome: a failed task
+  /// reports its own error and must not fail the commands after it).
   void execute(std::size_t device, xdev::HostTask task, xdev::Completion done) {
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
+    const cl_command_queue q = queue_of(d);
+    cl_event gate = nullptr;
+    if (q != d.queue) {
+      cl_int err = CL_SUCCESS;
+      gate = clCreateUserEvent(contexts_[d.context].context, &err);
+      cl_check(err, d.label, "clCreateUserEvent");
+    }
     cl_event ev = nullptr;
-    cl_check(clEnqueueMarkerWithWaitList(d.queue, 0, nullptr, &ev), d.label, "clEnqueueMarkerWithWaitList");
+    try {
+      cl_check(clEnqueueMarkerWithWaitList(q, 0, nullptr, &ev), d.label, "clEnqueueMarkerWithWaitList");
+      if (gate != nullptr)
+        cl_check(clEnqueueBarrierWithWaitList(q, 1, &gate, nullptr), d.label, "clEnqueueBarrierWithWaitList");
+    } catch (...) {
+      if (ev != nullptr) clReleaseEvent(ev);
+      if (gate != nullptr) {
+        clSetUserEventStatus(gate, CL_COMPLETE);
+        clReleaseEvent(gate);
+      }
+      throw;
+    }
     auto shared_task = std::make_shared<xdev::HostTask>(std::move(task));
+    auto open_gate = [gate] {
+      if (gate == nullptr) return;
+      clSetUserEventStatus(gate, CL_COMPLETE);
+      clReleaseEvent(gate);
+    };
     complete_on(d, lk, ev,
                 pending(
-                    [this, shared_task, done = std::move(done)](std::exception_ptr ep) mutable {
-                      if (ep) return done(ep);
-                      host_worker_->post([shared_task, done = std::move(done)]() mutable {
+                    [this, shared_task, open_gate, done = std::move(done)](std::exception_ptr ep) mutable {
+                      if (ep) {
+                        open_gate();
+                        return done(ep);
+                      }
+                      host_worker_->post([shared_task, open_gate, done = std::move(done)]() mutable {
                         std::exception_ptr e;
                         try {
                           (*shared_task)();
                         } catch (...) {
                           e = std::current_exception();
                         }
+                        open_gate();
                         done(std::move(e));
                       });
                     },
                     d.label + ": host task"));
   }
+
+  // ---- native queues (concepts::NativeQueues) -----------------------------------------------
+
+  /// One more in-order command queue on `device`, for an xdev stream.
+  using queue_handle = cl_command_queue;
+  queue_handle create_queue(std::size_t device) {
+    Dev& d = dev(device);
+    cl_int err = CL_SUCCESS;
+    cl_command_queue q = clCreateCommandQueue(contexts_[d.context].context, d.id, 0, &err);
+    cl_check(err, d.label, "clCreateCommandQueue");
+    return q;
+  }
+  /// xdev destroys a queue only once every operation on it has completed.
+  void destroy_queue(std::size_t, queue_handle q) noexcept {
+    if (q == nullptr) return;
+    clFinish(q);
+    clReleaseCommandQueue(q);
+  }
+  /// The calling thread's next calls for `device` enqueue on `q` (until `unbind_queue`).
+  void bind_queue(std::size_t device, queue_handle q) noexcept {
+    bound_ = Binding{this, device < devices_.size() ? devices_[device].get() : nullptr, q};
+  }
+  void unbind_queue(std::size_t) noexcept { bound_ = Binding{nullptr, nullptr, nullptr}; }
 
   // ---- the portable operations: OpenCL C kernels (kernels.hpp) ------------------------------
 
@@ -451,7 +504,7 @@ class OpenCL {
     if constexpr (std::is_same_v<T, bool>) pattern[0] = a.value ? 1 : 0;
     std::unique_lock lk(d.m);
     cl_event ev = nullptr;
-    cl_check(clEnqueueFillBuffer(d.queue, a.x, pattern, sizeof(T), 0, a.n * sizeof(T), 0, nullptr, &ev), d.label,
+    cl_check(clEnqueueFillBuffer(queue_of(d), a.x, pattern, sizeof(T), 0, a.n * sizeof(T), 0, nullptr, &ev), d.label,
              "clEnqueueFillBuffer");
     complete_on(d, lk, ev, pending(std::move(done), d.label + ": fill"));
   }
@@ -580,7 +633,7 @@ class OpenCL {
     set_args(d, kern, "gemm", cl_uint{a.trans_a}, cl_uint{a.trans_b}, cl_ulong{a.m}, cl_ulong{a.n}, k, a.alpha, a.a,
              cl_ulong{a.lda}, a.b, cl_ulong{a.ldb}, a.beta, a.c, cl_ulong{a.ldc}, rounding);
     cl_event ev = nullptr;
-    cl_check(clEnqueueNDRangeKernel(d.queue, kern, 2, nullptr, range.global, range.local, 0, nullptr, &ev),
+    cl_check(clEnqueueNDRangeKernel(queue_of(d), kern, 2, nullptr, range.global, range.local, 0, nullptr, &ev),
              d.label + ": gemm", "clEnqueueNDRangeKernel");
     complete_on(d, lk, ev, pending(std::move(done), d.label + ": gemm"));
   }
@@ -595,7 +648,7 @@ class OpenCL {
     std::unique_lock lk(d.m);
     cl_mem status = temp_buffer(d, 16, "gather");
     const cl_uint none = 0xFFFFFFFFu;
-    cl_int err = clEnqueueFillBuffer(d.queue, status, &none, sizeof none, 0, 16, 0, nullptr, nullptr);
+    cl_int err = clEnqueueFillBuffer(queue_of(d), status, &none, sizeof none, 0, 16, 0, nullptr, nullptr);
     if (err != CL_SUCCESS) {
       clReleaseMemObject(status);
       throw cl_failure(d.label + ": gather", "clEnqueueFillBuffer", err);
@@ -609,7 +662,7 @@ class OpenCL {
                  cl_ulong{a.cols}, a.index, cl_ulong{a.n}, a.out, status, no_event);
       p->host_data.resize(16);
       cl_event ev = nullptr;
-      cl_check(clEnqueueReadBuffer(d.queue, status, CL_FALSE, 0, 16, p->host_data.data(), 0, nullptr, &ev), d.label,
+      cl_check(clEnqueueReadBuffer(queue_of(d), status, CL_FALSE, 0, 16, p->host_data.data(), 0, nullptr, &ev), d.label,
                "clEnqueueReadBuffer");
       clReleaseMemObject(status);  // freed once the queued commands that use it have finished
       status = nullptr;
@@ -662,7 +715,7 @@ class OpenCL {
     std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     if constexpr (std::is_same_v<S, D>) {
-      cl_check(clEnqueueCopyBuffer(d.queue, a.src, a.dst, 0, 0, a.n * sizeof(S), 0, nullptr, &ev), d.label,
+      cl_check(clEnqueueCopyBuffer(queue_of(d), a.src, a.dst, 0, 0, a.n * sizeof(S), 0, nullptr, &ev), d.label,
                "clEnqueueCopyBuffer");
     } else {
       const std::string k =
@@ -695,6 +748,21 @@ class OpenCL {
     std::atomic<cl_ulong> allocated{0};
   };
 
+  // The queue bound to the calling thread (by xdev, around the start of a stream's operation):
+  // which backend object, which device, which queue.
+  struct Binding {
+    const OpenCL* owner;
+    const Dev* device;
+    cl_command_queue queue;
+  };
+  static inline thread_local Binding bound_{nullptr, nullptr, nullptr};
+
+  // Where the calling thread's commands for `d` go: the bound queue of a stream, else the
+  // device's own queue.
+  cl_command_queue queue_of(const Dev& d) const noexcept {
+    return bound_.owner == this && bound_.device == &d ? bound_.queue : d.queue;
+  }
+
   // No event wanted from an enqueue (a command in the middle of a submission).
   struct NoEvent {};
   static constexpr NoEvent no_event{};
@@ -717,7 +785,7 @@ class OpenCL {
   // that the runtime starts the commands. Unlocks `lk` (the device's enqueue lock) first: a runtime
   // may run the callback inside clSetEventCallback when the event already completed, and the
   // completion may submit the next op to this device.
-  static void complete_on(Dev& d, std::unique_lock<std::mutex>& lk, cl_event ev, std::unique_ptr<detail::Pending> p) {
+  void complete_on(Dev& d, std::unique_lock<std::mutex>& lk, cl_event ev, std::unique_ptr<detail::Pending> p) {
     lk.unlock();
     detail::Pending* owned = p.release();  // the callback's from here on, possibly before the call returns
     const cl_int err = clSetEventCallback(ev, CL_COMPLETE, &detail::on_complete, owned);
@@ -726,7 +794,7 @@ class OpenCL {
       clReleaseEvent(ev);
       throw cl_failure(back->what, "clSetEventCallback", err);
     }
-    clFlush(d.queue);
+    clFlush(queue_of(d));
   }
 
   cl_kernel kernel(Dev& d, std::string_view name) {
@@ -777,7 +845,7 @@ class OpenCL {
     };
     (one(args), ...);
     cl_event ev = nullptr;
-    const cl_int err = clEnqueueNDRangeKernel(d.queue, k, 1, nullptr, &global, local != 0 ? &local : nullptr, 0,
+    const cl_int err = clEnqueueNDRangeKernel(queue_of(d), k, 1, nullptr, &global, local != 0 ? &local : nullptr, 0,
                                               nullptr, want_event ? &ev : nullptr);
     if (err != CL_SUCCESS) throw cl_failure(d.label + ": " + std::string(name), "clEnqueueNDRangeKernel", err);
     return ev;
@@ -815,7 +883,7 @@ class OpenCL {
         std::swap(ping, pong);
       }
       cl_event ev = nullptr;
-      cl_check(clEnqueueReadBuffer(d.queue, ping, CL_FALSE, 0, sizeof(T), result, 0, nullptr, &ev), d.label,
+      cl_check(clEnqueueReadBuffer(queue_of(d), ping, CL_FALSE, 0, sizeof(T), result, 0, nullptr, &ev), d.label,
                "clEnqueueReadBuffer");
       // Released now, freed by the runtime once the queued commands that use them have finished.
       clReleaseMemObject(ping);

@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "plugin_abi_support.hpp"
 
@@ -76,17 +77,18 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 4,
-                "ABI 1.1 (before binary min/max), 1.2 (before describe_device) and 1.3 (before exp) are still "
-                "accepted");
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 5,
+                "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp) and 1.4 (before "
+                "the queues) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor;
-    if (minor >= xdev::plugin::exp_minor) continue;
+    if (minor >= xdev::plugin::queues_minor) continue;
     // the size of that minor's table
-    t.struct_size = minor >= xdev::plugin::describe_device_minor ? xdev::plugin::detail::table_size_v1_3
-                                                                 : xdev::plugin::detail::table_size_v1_1;
+    t.struct_size = minor >= xdev::plugin::exp_minor               ? xdev::plugin::detail::table_size_v1_4
+                    : minor >= xdev::plugin::describe_device_minor ? xdev::plugin::detail::table_size_v1_3
+                                                                   : xdev::plugin::detail::table_size_v1_1;
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor << " of its own size";
   }
 }
@@ -315,6 +317,73 @@ TEST_F(ExpEntry, ATableOfAnOlderMinorIsNotReadForItEvenWhenLargeEnough) {
 TEST_F(ExpEntry, ANullEntryRunsTheFallback) {
   t.exp = nullptr;
   EXPECT_EQ(run_exp(&t), 1u);
+}
+
+// ---- ABI 1.5: native queues -------------------------------------------------------------------
+
+std::atomic<int> queues_created{0};
+std::atomic<int> queues_destroyed{0};
+std::atomic<int> binds{0};
+std::atomic<int> unbinds{0};
+
+xdev_status create_queue_entry(void*, std::uint64_t, std::uint64_t* out, xdev_error*) {
+  *out = static_cast<std::uint64_t>(++queues_created) + 100;
+  return XDEV_OK;
+}
+void destroy_queue_entry(void*, std::uint64_t, std::uint64_t) {
+  ++queues_destroyed;
+}
+void bind_queue_entry(void*, std::uint64_t, std::uint64_t q) {
+  ++(q == 0 ? unbinds : binds);
+}
+
+class QueueEntries : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    queues_created = queues_destroyed = binds = unbinds = 0;
+    t.create_queue = &create_queue_entry;
+    t.destroy_queue = &destroy_queue_entry;
+    t.bind_queue = &bind_queue_entry;
+  }
+  // Runs a few host tasks on a new stream of device 0 over `api`; they must come back in order.
+  void run_stream(const xdev_plugin_api* api) {
+    xdev::Runtime<PluginBackend> rt({}, api, ref.library);
+    auto s = rt.device(0).make_stream();
+    std::vector<xdev::Future<int>> fs;
+    for (int i = 0; i < 8; ++i) fs.push_back(s.execute([i] { return i; }));
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(fs[static_cast<std::size_t>(i)].get(), i);
+  }
+  plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  xdev_plugin_api t = *ref.api;
+};
+
+TEST_F(QueueEntries, ATableOfV15WithTheThreeEntriesGetsAQueuePerStreamBoundAroundEachStart) {
+  ASSERT_GE(t.abi_minor, xdev::plugin::queues_minor);
+  EXPECT_TRUE(PluginBackend(&t, ref.library).native_queues());
+  run_stream(&t);
+  EXPECT_GE(queues_created.load(), 2);  // the default stream's of each device, and the new stream's
+  EXPECT_EQ(queues_destroyed.load(), queues_created.load()) << "a queue outlived its runtime";
+  EXPECT_EQ(binds.load(), 8);
+  EXPECT_EQ(unbinds.load(), 8);
+}
+
+TEST_F(QueueEntries, ATableOfV14SizeKeepsHostOrderingAndIsNotReadPastItsEnd) {
+  xdev_plugin_api header = t;
+  header.abi_minor = 4;
+  header.struct_size = xdev::plugin::detail::table_size_v1_4;
+  const GuardedTable table(header, xdev::plugin::detail::table_size_v1_4);
+  EXPECT_NO_THROW(xdev::plugin::check_table(table.api(), "1.4-sized"));
+  EXPECT_FALSE(PluginBackend(table.api(), ref.library).native_queues());
+  run_stream(table.api());
+  EXPECT_EQ(queues_created.load(), 0);
+  EXPECT_EQ(binds.load(), 0);
+}
+
+TEST_F(QueueEntries, AnyNullEntryMeansNoQueues) {
+  t.bind_queue = nullptr;
+  EXPECT_FALSE(PluginBackend(&t, ref.library).native_queues());
+  run_stream(&t);
+  EXPECT_EQ(queues_created.load(), 0);
 }
 
 }  // namespace

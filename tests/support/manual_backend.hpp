@@ -83,6 +83,18 @@ class ManualBackend {
     complete(j);
     return true;
   }
+  // Completes the newest queued operation (out of order); returns false when none is queued.
+  bool run_newest() {
+    job j;
+    {
+      std::lock_guard lk(m_);
+      if (queue_.empty()) return false;
+      j = std::move(queue_.back());
+      queue_.pop_back();
+    }
+    complete(j);
+    return true;
+  }
   std::size_t run_all() {
     std::size_t n = 0;
     while (run_one()) ++n;

@@ -296,7 +296,8 @@ class AnyStream : public detail::StreamCore {
                           }),
                           dev.keep_alive(std::move(done)));
     };
-    return detail::submit<R>(queue_, chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
+    return detail::submit<R>(queue_, chain_, std::move(slot), detail::queue_ordered(std::move(launch)),
+                             std::forward<Token>(token));
   }
 
   /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
@@ -309,7 +310,8 @@ class AnyStream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::from_host, n);
       dev.model().copy_to_device(src, h, 0, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
+                                std::forward<Token>(token));
   }
 
   /// Copies `src` into host memory `dst` (device→host). Sizes must match.
@@ -322,7 +324,8 @@ class AnyStream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::to_host, n);
       dev.model().copy_to_host(h, 0, dst, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
+                                std::forward<Token>(token));
   }
 
   /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
@@ -347,7 +350,10 @@ class AnyStream : public detail::StreamCore {
       detail::note_copy(*sq, *dq, n);
       dev.model().copy_between(s, sh, 0, d, dh, 0, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    // Between two devices the backend may use the other device's queue: host-ordered then.
+    const bool within = src.device() == dst.device();
+    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch), within),
+                                std::forward<Token>(token));
   }
 
   friend bool operator==(const AnyStream& a, const AnyStream& b) noexcept { return a.chain_ == b.chain_; }
@@ -380,7 +386,7 @@ inline AnyStream AnyDevice::default_stream() const {
 
 inline AnyStream AnyDevice::make_stream(StreamOptions options) const {
   (void)model();
-  return AnyStream(*this, detail::make_chain(options));
+  return AnyStream(*this, detail::make_chain(options, model().make_native_queue()));
 }
 
 template <class F, class Token>

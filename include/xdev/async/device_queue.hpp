@@ -73,6 +73,9 @@ class DeviceQueue {
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] Throttle& throttle() noexcept { return throttle_; }
   [[nodiscard]] const std::shared_ptr<detail::OpChain>& default_chain() const noexcept { return default_chain_; }
+  /// Puts the default stream on `chain` (a native queue's): before any work is submitted, or after
+  /// `close()`.
+  void set_default_chain(std::shared_ptr<detail::OpChain> chain) noexcept { default_chain_ = std::move(chain); }
 
   /// \throws xdev::error `errc::unavailable` once the device has been shut down.
   void check_open() const {

@@ -36,8 +36,10 @@ struct StreamOptions {
 
 namespace detail {
 
-inline std::shared_ptr<OpChain> make_chain(const StreamOptions& o) {
-  auto chain = std::make_shared<OpChain>();
+/// A chain for a new stream: on `queue` when the backend gave one (see `concepts::NativeQueues`),
+/// else on the host.
+inline std::shared_ptr<OpChain> make_chain(const StreamOptions& o, std::unique_ptr<NativeQueue> queue = nullptr) {
+  auto chain = queue ? std::make_shared<OpChain>(std::move(queue)) : std::make_shared<OpChain>();
   chain->set_poison_on_error(o.on_error == ErrorPolicy::poison);
   return chain;
 }
@@ -144,7 +146,8 @@ class Stream : public detail::StreamCore {
                             }),
                             std::move(done));
     };
-    return detail::submit<R>(queue_, chain_, std::move(slot), std::move(launch), std::forward<Token>(token));
+    return detail::submit<R>(queue_, chain_, std::move(slot), detail::queue_ordered(std::move(launch)),
+                             std::forward<Token>(token));
   }
 
   /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
@@ -157,7 +160,8 @@ class Stream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::from_host, n);
       dev.backend().copy_to_device(dev.ordinal(), src, h, 0, n, std::move(done));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
+                                std::forward<Token>(token));
   }
 
   /// Copies `src` into host memory `dst` (device→host). Sizes must match.
@@ -170,7 +174,8 @@ class Stream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::to_host, n);
       dev.backend().copy_to_host(dev.ordinal(), h, 0, dst, n, std::move(done));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
+                                std::forward<Token>(token));
   }
 
   /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
@@ -189,7 +194,10 @@ class Stream : public detail::StreamCore {
       detail::note_copy(*sq, *dq, n);
       dev.backend().copy_between(s, sh, 0, d, dh, 0, n, std::move(done));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, std::move(launch), std::forward<Token>(token));
+    // Between two devices the backend may use the other device's queue: host-ordered then.
+    const bool within = src.device() == dst.device();
+    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch), within),
+                                std::forward<Token>(token));
   }
 
   friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }

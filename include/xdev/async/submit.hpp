@@ -169,6 +169,25 @@ struct signature_for<void> {
   using type = void(std::exception_ptr);
 };
 
+/// A launch that is one enqueue on the stream's queue (see `ChainNode::queue_ordered`): what the
+/// transfers, host tasks and ops of a stream submit. `ordered` false: host ordering after all.
+template <class L>
+struct ordered_launch {
+  L launch;
+  bool ordered = true;
+  void operator()(Completion done) { std::move(launch)(std::move(done)); }
+};
+
+template <class L>
+ordered_launch<std::decay_t<L>> queue_ordered(L&& launch, bool ordered = true) {
+  return {std::forward<L>(launch), ordered};
+}
+
+template <class L>
+inline constexpr bool is_ordered_launch = false;
+template <class L>
+inline constexpr bool is_ordered_launch<ordered_launch<L>> = true;
+
 // One submitted operation: the backend launch, the handler with its work guard, the result slot,
 // in one allocation.
 template <class T, class Launch, class Handler>
@@ -182,6 +201,13 @@ class submit_node final : public ChainNode {
         h_(std::move(h)),
         epoch_(q_->enter_epoch()) {}
   ~submit_node() override { leave_epoch(); }
+
+  [[nodiscard]] bool queue_ordered() const noexcept override {
+    if constexpr (is_ordered_launch<Launch>)
+      return launch_.ordered;
+    else
+      return false;
+  }
 
  private:
   // Memory dropped while this work was pending may be freed once it is over (stream-ordered frees).

@@ -18,4 +18,19 @@ using Completion = detail::unique_function<void(std::exception_ptr)>;
 /// A host function to run in device order (what `Device::execute` submits).
 using HostTask = detail::unique_function<void()>;
 
+namespace detail {
+// Set by a launch that is not one enqueue on a bound native queue (an op's CPU fallback: its first
+// transfers go to the queue, its write-back comes later from a completion): later work on a
+// native stream must then wait for its completion before it starts.
+inline thread_local bool launch_was_multi_step = false;
+}  // namespace detail
+
+/// For backends and op implementations: called during the call that starts an operation when the
+/// operation goes on after that call returns with further backend calls of its own (staged through
+/// the host, or split into steps). On a stream with a native queue, xdev then starts the work
+/// after it only once it has completed; otherwise the queue's order is relied on.
+inline void note_multi_step_launch() noexcept {
+  detail::launch_was_multi_step = true;
+}
+
 }  // namespace xdev

@@ -181,6 +181,25 @@ concept DescribesDevices = requires(const B& b, std::size_t device) {
   { b.device_description(device) } -> std::convertible_to<std::string>;
 };
 
+/// Optional: native in-order queues (OpenCL command queues, CUDA streams, SYCL in-order queues).
+/// xdev creates one per stream (`create_queue`) and, while it starts an operation of that stream,
+/// binds it to the calling thread (`bind_queue` ... `unbind_queue`): the backend then enqueues the
+/// work of its calls for that device on that queue. xdev hands a stream's operations over as soon
+/// as they hold an in-flight slot, without waiting for the ones before, and relies on the queue
+/// to run them in order. Everything a backend with queues does for a bound call must therefore be
+/// ordered by that queue, host tasks included (an OpenCL user event, `cudaLaunchHostFunc`); a
+/// call that cannot be (a step that is issued later, from a completion) calls
+/// `note_multi_step_launch()`. `native_queues()`, when present, may decline at run time (a plugin
+/// whose table predates queues).
+template <class B>
+concept NativeQueues = requires { typename B::queue_handle; } &&
+    requires(B& b, std::size_t device, typename B::queue_handle q) {
+  { b.create_queue(device) } -> std::same_as<typename B::queue_handle>;
+  { b.destroy_queue(device, q) } noexcept;
+  { b.bind_queue(device, q) } noexcept;
+  { b.unbind_queue(device) } noexcept;
+};
+
 // clang-format on
 
 }  // namespace xdev::concepts

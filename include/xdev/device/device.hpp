@@ -41,6 +41,11 @@ struct DeviceState;  // defined in device/runtime.hpp
 /// The capabilities in force are `xdev::capabilities_of(dev)`: the same values, unless `B` describes
 /// itself at run time (`runtime_capabilities()`, see <xdev/backend/concepts.hpp>).
 /// The runtime must outlive its devices, buffers and streams.
+namespace detail {
+template <class B>
+std::unique_ptr<NativeQueue> make_native_queue(const Device<B>& dev);
+}  // namespace detail
+
 template <class B>
 class Device {
   static_assert(check_backend<B>(), "xdev::Device<B>: B does not satisfy xdev::concepts::Backend (see above)");
@@ -107,7 +112,7 @@ class Device {
   [[nodiscard]] Stream<B> default_stream() const { return Stream<B>(*this, queue()->default_chain()); }
   /// A new stream: in order within itself, free to overlap with other streams.
   [[nodiscard]] Stream<B> make_stream(StreamOptions options = {}) const {
-    return Stream<B>(*this, detail::make_chain(options));
+    return Stream<B>(*this, detail::make_chain(options, detail::make_native_queue(*this)));
   }
 
   /// `default_stream().execute(f, token)`.
@@ -175,6 +180,44 @@ class Device {
   Runtime<B>* runtime_ = nullptr;
   std::size_t ordinal_ = 0;
 };
+
+namespace detail {
+
+/// A stream's queue on a backend with native queues (`concepts::NativeQueues`).
+template <class B>
+class BackendQueue final : public NativeQueue {
+ public:
+  BackendQueue(B& backend, std::size_t device) : b_(&backend), device_(device), q_(backend.create_queue(device)) {}
+  ~BackendQueue() override { b_->destroy_queue(device_, q_); }
+  BackendQueue(const BackendQueue&) = delete;
+  BackendQueue& operator=(const BackendQueue&) = delete;
+  void bind() noexcept override { b_->bind_queue(device_, q_); }
+  void unbind() noexcept override { b_->unbind_queue(device_); }
+
+ private:
+  B* b_;
+  std::size_t device_;
+  typename B::queue_handle q_;
+};
+
+/// A new native queue on `dev` for a stream, or null for a backend without them (or one that
+/// declines them at run time through `native_queues()`).
+template <class B>
+std::unique_ptr<NativeQueue> make_native_queue(const Device<B>& dev) {
+  if constexpr (concepts::NativeQueues<B>) {
+    if constexpr (requires(const B& b) {
+                    { b.native_queues() } -> std::convertible_to<bool>;
+                  }) {
+      if (!dev.backend().native_queues()) return nullptr;
+    }
+    return std::make_unique<BackendQueue<B>>(dev.backend(), dev.ordinal());
+  } else {
+    (void)dev;
+    return nullptr;
+  }
+}
+
+}  // namespace detail
 
 /// The capabilities in force on `dev`: its backend's `runtime_capabilities()` when it has that hook,
 /// else `Device<B>::capability_set`. What ops, the runtime and an erased `AnyDevice` go by.

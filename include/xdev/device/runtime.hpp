@@ -63,13 +63,23 @@ class Runtime {
     if (!limit && caps.memory_per_device != 0) limit = caps.memory_per_device;
     const std::size_t n = backend_.device_count();
     states_.reserve(n);
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < n; ++i) {
       states_.push_back(
           std::make_unique<detail::DeviceState<B>>(backend_, i, Device<B>(*this, i).name(), limit, inflight));
+      // A backend with native queues runs the default stream on one of them too.
+      if (auto q = detail::make_native_queue(Device<B>(*this, i)))
+        states_.back()->queue->set_default_chain(detail::make_chain({}, std::move(q)));
+    }
   }
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
-  ~Runtime() { shutdown(); }
+  ~Runtime() {
+    shutdown();
+    // A default stream on a native queue must let go of it while the backend is alive (the
+    // device's queue object may be held a little longer, by an erased device's identity).
+    for (auto& s : states_)
+      if (s->queue->default_chain()->native()) s->queue->set_default_chain(std::make_shared<detail::OpChain>());
+  }
 
   [[nodiscard]] B& backend() noexcept { return backend_; }
   [[nodiscard]] std::size_t device_count() const noexcept { return states_.size(); }

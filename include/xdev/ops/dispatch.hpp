@@ -179,9 +179,10 @@ void launch(const D& dev, const Args& args, Completion done) {
 // Submits an op without a result on `s`: `launch_op(device, args)` once it reaches the device.
 template <class S, class Args, class Token>
 auto submit_op(const S& s, const Args& args, Token&& token) {
-  return s.template submit<void>(
-      nullptr, [dev = s.device(), args](Completion done) { launch(dev, args, std::move(done)); },
-      std::forward<Token>(token));
+  return s.template submit<void>(nullptr, xdev::detail::queue_ordered([dev = s.device(), args](Completion done) {
+                                   launch(dev, args, std::move(done));
+                                 }),
+                                 std::forward<Token>(token));
 }
 
 // Submits an op producing a `T` through `args.result` (`sum`, `dot`).
@@ -189,11 +190,10 @@ template <class T, class S, class Args, class Token>
 auto submit_op_with_result(const S& s, const Args& args, Token&& token) {
   auto slot = std::make_shared<xdev::detail::result_slot<T>>();
   return s.template submit<T>(
-      slot,
-      [dev = s.device(), args = Args(args), slot](Completion done) mutable {
+      slot, xdev::detail::queue_ordered([dev = s.device(), args = Args(args), slot](Completion done) mutable {
         args.result = &slot->value.emplace();
         launch(dev, args, std::move(done));
-      },
+      }),
       std::forward<Token>(token));
 }
 
@@ -201,12 +201,11 @@ auto submit_op_with_result(const S& s, const Args& args, Token&& token) {
 // element types that no backend member takes (the ops' members take f32 and f64).
 template <class S, class Args, class Token>
 auto submit_fallback(const S& s, const Args& args, Token&& token) {
-  return s.template submit<void>(
-      nullptr,
-      [dev = s.device(), args](Completion done) {
-        op_launcher<std::decay_t<decltype(dev)>>::launch_fallback(dev, args, std::move(done));
-      },
-      std::forward<Token>(token));
+  return s.template submit<void>(nullptr, xdev::detail::queue_ordered([dev = s.device(), args](Completion done) {
+                                   op_launcher<std::decay_t<decltype(dev)>>::launch_fallback(dev, args,
+                                                                                             std::move(done));
+                                 }),
+                                 std::forward<Token>(token));
 }
 
 }  // namespace detail

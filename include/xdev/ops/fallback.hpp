@@ -132,6 +132,7 @@ void run_fallback(const char* op, B& backend, std::size_t device,
                   std::vector<Staged<typename B::memory_handle>> operands, typename Fallback<B>::Compute compute,
                   Completion done) {
   metrics::counter(std::string("fallback.") + op).add();
+  note_multi_step_launch();  // the write-back comes from a completion, off any native queue
   std::make_shared<Fallback<B>>(backend, device, std::move(operands), std::move(compute), std::move(done))->start();
 }
 

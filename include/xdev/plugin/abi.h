@@ -56,8 +56,13 @@ extern "C" {
  * - 1.4 adds the operation XDEV_OP_EXP (`xdev_exp_args`) and appends its entry `exp` after
  *   `describe_device`. Older tables end before it and are still accepted: xdev reads `exp` (and
  *   asks `op_dtypes` about XDEV_OP_EXP) only for a 1.4 or newer table whose `struct_size` covers
- *   it, and runs exp for the others through its CPU fallback. */
-#define XDEV_ABI_MINOR 4
+ *   it, and runs exp for the others through its CPU fallback.
+ * - 1.5 appends native in-order queues: `create_queue`, `destroy_queue` and `bind_queue`, after
+ *   `exp`. Older tables end before them and are still accepted: xdev reads them only for a 1.5 or
+ *   newer table whose `struct_size` covers them, uses them only when all three are non-null, and
+ *   otherwise orders each stream's work on the host (each operation starts when the one before it
+ *   on the stream has completed). */
+#define XDEV_ABI_MINOR 5
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -396,6 +401,22 @@ typedef struct xdev_plugin_api {
   /* Optional operation XDEV_OP_EXP (null: xdev's CPU fallback). */
   xdev_status (*exp)(void* backend, uint64_t device, const xdev_exp_args* args, const xdev_completion* done,
                      xdev_error* err);
+
+  /* ---- since 1.5 (read only when `abi_minor` >= 5 and `struct_size` covers the field) ---- */
+
+  /* Optional native in-order queues (all three, or none: then xdev orders each stream on the host).
+   * xdev creates one queue per stream, and binds it to the thread that starts an operation of that
+   * stream for the duration of the call:
+   * - create_queue: a new in-order queue on `device`; `*out` is an opaque nonzero handle.
+   * - destroy_queue: called once per queue, after every operation submitted to it has completed.
+   * - bind_queue: until the next bind_queue for `device` on the calling thread, the calls this
+   *   thread makes for `device` enqueue their work on `queue` (0: the plugin's own default).
+   * xdev then starts a stream's operations without waiting for the ones before it: the work of a
+   * call made while a queue is bound must run after the work of earlier calls bound to the same
+   * queue has finished, host tasks (`execute`) included, and complete in that order. */
+  xdev_status (*create_queue)(void* backend, uint64_t device, uint64_t* out, xdev_error* err);
+  void (*destroy_queue)(void* backend, uint64_t device, uint64_t queue);
+  void (*bind_queue)(void* backend, uint64_t device, uint64_t queue);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

@@ -29,6 +29,9 @@
 ///   call asks the backend (a device out of range is `errc::invalid_argument`), and the client keeps
 ///   the text, so the pointer handed out stays valid while the backend object lives. Without the
 ///   member the entry is null, and xdev describes the devices as "".
+/// - `create_queue`, `destroy_queue` and `bind_queue` (ABI 1.5) are non-null when `B` has native
+///   in-order queues (`xdev::concepts::NativeQueues`; `bind_queue` with queue 0 calls
+///   `unbind_queue`); else null, and xdev orders each stream on the host.
 /// - An operation entry is non-null when `B` has that op member for at least one dtype, and
 ///   `op_dtypes` reports exactly the dtypes (and pairs, for gather and convert) whose `ops::*Args`
 ///   its members accept, checked per dtype with a requires-expression. Constrain your op templates

@@ -94,6 +94,13 @@ class PluginBackend {
     if (detail::table_has(api, describe_device_minor,
                           offsetof(xdev_plugin_api, describe_device) + sizeof(api->describe_device)))
       describe_ = api->describe_device;
+    // Native queues (1.5): all three entries, in a table that covers them.
+    if (detail::table_has(api, queues_minor, offsetof(xdev_plugin_api, bind_queue) + sizeof(api->bind_queue)) &&
+        api->create_queue != nullptr && api->destroy_queue != nullptr && api->bind_queue != nullptr) {
+      create_queue_ = api->create_queue;
+      destroy_queue_ = api->destroy_queue;
+      bind_queue_ = api->bind_queue;
+    }
     require(api_->create, "create");
     const xdev_client_options o = detail::to_c(options_);
     call("create", [&](xdev_error* e) { return api_->create(&o, &backend_, e); });
@@ -189,6 +196,31 @@ class PluginBackend {
   [[nodiscard]] const std::shared_ptr<void>& library() const noexcept { return library_; }
   /// The plugin's backend object (what `create` returned), for calling the table directly.
   [[nodiscard]] void* native_handle() const noexcept { return backend_; }
+
+  // ---- native queues (concepts::NativeQueues; ABI 1.5) --------------------------------------
+
+  using queue_handle = std::uint64_t;
+  /// Whether the plugin has native in-order queues (all three entries of ABI 1.5). Without them,
+  /// xdev orders each stream's work on the host.
+  [[nodiscard]] bool native_queues() const noexcept { return create_queue_ != nullptr; }
+  /// A new queue on `device` from the plugin's `create_queue`.
+  /// 	hrows xdev::error the plugin's error ("REF: create_queue: ...").
+  queue_handle create_queue(std::size_t device) {
+    if (create_queue_ == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native queues");
+    std::uint64_t q = 0;
+    call("create_queue", [&](xdev_error* e) { return create_queue_(backend_, device, &q, e); });
+    if (q == 0) throw error(errc::internal, name_ + ": create_queue returned the null queue");
+    return q;
+  }
+  void destroy_queue(std::size_t device, queue_handle q) noexcept {
+    if (destroy_queue_ != nullptr) destroy_queue_(backend_, device, q);
+  }
+  void bind_queue(std::size_t device, queue_handle q) noexcept {
+    if (bind_queue_ != nullptr) bind_queue_(backend_, device, q);
+  }
+  void unbind_queue(std::size_t device) noexcept {
+    if (bind_queue_ != nullptr) bind_queue_(backend_, device, 0);
+  }
 
   // ---- the Backend concept -------------------------------------------------------------------
 
@@ -379,6 +411,10 @@ class PluginBackend {
   std::string platform_;
   // The table's `describe_device` when it has one (ABI 1.3 and a table large enough), else null.
   decltype(xdev_plugin_api::describe_device) describe_ = nullptr;
+  // The table's queue entries when it has all three (ABI 1.5), else null.
+  decltype(xdev_plugin_api::create_queue) create_queue_ = nullptr;
+  decltype(xdev_plugin_api::destroy_queue) destroy_queue_ = nullptr;
+  decltype(xdev_plugin_api::bind_queue) bind_queue_ = nullptr;
   void* backend_ = nullptr;
   std::uint32_t abi_minor_ = 0;
   CapabilitySet caps_{};

@@ -57,11 +57,19 @@ static_assert(binary_min_max_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> 
 inline constexpr std::uint32_t describe_device_minor = 3;
 static_assert(describe_device_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates describe_device");
 
-/// The ABI minor that added the operation `exp` (`XDEV_OP_EXP`, the table's last entry).
+/// The ABI minor that added the operation `exp` (`XDEV_OP_EXP`, the table's last op entry).
 inline constexpr std::uint32_t exp_minor = 4;
 static_assert(exp_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates exp");
 
+/// The ABI minor that appended the native queue entries (`create_queue`, `destroy_queue`,
+/// `bind_queue`).
+inline constexpr std::uint32_t queues_minor = 5;
+static_assert(queues_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates native queues");
+
 namespace detail {
+
+/// The size of a table of ABI 1.4: everything before `create_queue`, which 1.5 appended.
+inline constexpr std::size_t table_size_v1_4 = offsetof(xdev_plugin_api, create_queue);
 
 /// The size of a table of ABI 1.3: everything before `exp`, which 1.4 appended.
 inline constexpr std::size_t table_size_v1_3 = offsetof(xdev_plugin_api, exp);

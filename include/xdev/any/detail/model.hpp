@@ -120,6 +120,9 @@ class AnyDeviceModel {
   /// The typed `Device<B>` inside when `backend` is `typeid(B)`, else null.
   virtual const void* target(const std::type_info& backend) const noexcept = 0;
 
+  /// A native queue for a new stream (`concepts::NativeQueues`), or null.
+  virtual std::unique_ptr<NativeQueue> make_native_queue() const = 0;
+
   const std::shared_ptr<void> owner;  // first: released last
   const Identity identity;
 };
@@ -186,6 +189,8 @@ class DeviceModel final : public AnyDeviceModel {
   void execute(HostTask task, Completion done) const override {
     dev_.backend().execute(dev_.ordinal(), std::move(task), std::move(done));
   }
+
+  std::unique_ptr<NativeQueue> make_native_queue() const override { return detail::make_native_queue(dev_); }
 
   void run(ops::OpKind op, DType t, DType t2, const void* args, Completion done) const override {
     bool ran = false;

@@ -18,6 +18,17 @@ namespace xdev::detail {
 
 class OpChain;
 
+/// A backend's native in-order queue behind a chain (see `concepts::NativeQueues`). Destroying it
+/// destroys the backend queue; the chain does that only after every operation on it has completed.
+class NativeQueue {
+ public:
+  virtual ~NativeQueue() = default;
+  /// Routes the calling thread's backend calls for the queue's device to this queue, until
+  /// `unbind`.
+  virtual void bind() noexcept = 0;
+  virtual void unbind() noexcept = 0;
+};
+
 /// Completion handlers handed to an executor and not yet run (or destroyed unrun). What
 /// `synchronize()` waits for after the work itself, so that a callback that was deferred out of
 /// its initiating function has run when `synchronize()` returns.
@@ -60,6 +71,12 @@ class ChainNode {
 
   /// Drops the submitter's reference to a node that was never started.
   void discard() noexcept { unref(); }
+
+  /// On a chain with a native queue: whether the work is one enqueue on the bound queue, which the
+  /// backend orders after the work before it (transfers, host tasks, ops). Other work (a
+  /// collective step, a marker) waits on the host until everything before it has completed, and
+  /// holds back everything after it until it has completed, as on a chain without a queue.
+  [[nodiscard]] virtual bool queue_ordered() const noexcept { return false; }
 
   /// Gives the node to the chain it will run on (which it keeps alive until it completes).
   inline void bind(std::shared_ptr<OpChain> chain) noexcept;
@@ -134,6 +151,13 @@ class ChainNode {
 
   inline void complete(std::exception_ptr ep) noexcept;
 
+  // A native chain's turn for this node: deliver, then drop the chain's reference.
+  void deliver_native(std::exception_ptr ep) noexcept {
+    finish(std::move(ep));
+    const std::shared_ptr<OpChain> keep = std::move(chain_ref_);  // the chain outlives this call
+    unref();
+  }
+
   // Completes a node that a poisoned chain will not start, with the chain's error.
   void fail_unstarted(std::exception_ptr ep) noexcept {
     complete(std::move(ep));
@@ -145,6 +169,11 @@ class ChainNode {
   }
 
   ChainNode* next_ = nullptr;
+  // Native chains: the outcome, kept until the node's turn to be delivered comes; whether this
+  // node holds back the starts after it.
+  std::exception_ptr result_;
+  bool done_ = false;
+  bool holds_back_ = false;
   OpChain* chain_ = nullptr;  // kept alive by chain_ref_ until the node completes
   std::shared_ptr<OpChain> chain_ref_;
   std::atomic<int> refs_{1};
@@ -156,10 +185,23 @@ class ChainNode {
 /// Runs nodes one after another. A node that completes inside its own start (a synchronous
 /// backend) does not recurse into the next: the chain loops instead, so a long queue never grows
 /// the stack.
+///
+/// With a native queue (`set_native_queue`), the chain hands each operation to the backend's
+/// in-order queue as soon as it is pushed, without waiting for the ones before it, and delivers
+/// the completions in submission order whatever order the backend reports them in. Work that is not
+/// queue-ordered (see `ChainNode::queue_ordered`) keeps the host ordering of a chain without one.
 class OpChain : public std::enable_shared_from_this<OpChain> {
  public:
+  OpChain() = default;
+  explicit OpChain(std::unique_ptr<NativeQueue> queue) : queue_(std::move(queue)) {}
+  OpChain(const OpChain&) = delete;
+  OpChain& operator=(const OpChain&) = delete;
+
+  [[nodiscard]] bool native() const noexcept { return queue_ != nullptr; }
+
   /// Queues `n`, bound to this chain (which now owns it); starts it at once when the chain is idle.
   void push(ChainNode* n) {
+    if (queue_) return push_native(n);
     {
       std::lock_guard lk(m_);
       if (tail_)
@@ -229,6 +271,103 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     }
   }
 
+  // ---- native queue ----------------------------------------------------------------------
+  // head_..tail_: every node pushed and not yet delivered, in order; next_start_: the first not
+  // yet started. One thread at a time starts (starting_) and one delivers (delivering_).
+
+  void push_native(ChainNode* n) {
+    n->refs_.fetch_add(1, std::memory_order_relaxed);  // the chain's, until delivered
+    {
+      std::lock_guard lk(m_);
+      if (tail_)
+        tail_->next_ = n;
+      else
+        head_ = n;
+      tail_ = n;
+      if (next_start_ == nullptr) next_start_ = n;
+      if (starting_) return;
+      starting_ = true;
+    }
+    start_native();
+  }
+
+  void start_native() {
+    std::unique_lock lk(m_);
+    for (;;) {
+      ChainNode* n = next_start_;
+      // Held back: by a node that must complete first, or a host-ordered node that must wait for
+      // everything before it.
+      if (n == nullptr || held_back_ != 0 || (!n->queue_ordered() && n != head_)) {
+        starting_ = false;
+        return;
+      }
+      next_start_ = n->next_;
+      if (!n->queue_ordered()) {
+        n->holds_back_ = true;
+        ++held_back_;
+      }
+      std::exception_ptr poisoned = n->is_operation() ? poison_ : nullptr;
+      n->refs_.fetch_add(1, std::memory_order_relaxed);  // ours: it may be delivered before we look again
+      lk.unlock();
+      bool multi_step = false;
+      if (poisoned) {
+        n->fail_unstarted(std::move(poisoned));
+      } else if (n->queue_ordered()) {
+        detail::launch_was_multi_step = false;
+        queue_->bind();
+        n->start();
+        queue_->unbind();
+        multi_step = std::exchange(detail::launch_was_multi_step, false);
+      } else {
+        n->start();
+      }
+      lk.lock();
+      if (multi_step && !n->done_) {
+        n->holds_back_ = true;
+        ++held_back_;
+      }
+      lk.unlock();
+      n->unref();
+      lk.lock();
+    }
+  }
+
+  // A node of a native chain completed: keep the outcome until its turn, deliver what is due.
+  void node_done(ChainNode* n, std::exception_ptr ep) {
+    std::unique_lock lk(m_);
+    n->result_ = std::move(ep);
+    n->done_ = true;
+    bool resume = false;
+    if (n->holds_back_) {
+      n->holds_back_ = false;
+      resume = --held_back_ == 0;
+    }
+    if (!delivering_) {
+      delivering_ = true;
+      while (head_ != nullptr && head_->done_) {
+        ChainNode* h = head_;
+        head_ = h->next_;
+        if (head_ == nullptr) tail_ = nullptr;
+        std::exception_ptr result = std::move(h->result_);
+        if (h->is_operation()) {
+          if (poison_)
+            result = poison_;  // it ran after the failure: its outcome means nothing
+          else if (result && poison_on_error_)
+            poison_ = result;
+        }
+        lk.unlock();
+        h->deliver_native(std::move(result));
+        lk.lock();
+        resume = true;  // a host-ordered node may now be at the head
+      }
+      delivering_ = false;
+    }
+    if (!resume || starting_) return;
+    starting_ = true;
+    lk.unlock();
+    start_native();
+  }
+
   void on_complete(const std::exception_ptr& failed) {
     {
       std::lock_guard lk(m_);
@@ -241,6 +380,11 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     run_next();
   }
 
+  std::unique_ptr<NativeQueue> queue_;  // null: the host chain
+  ChainNode* next_start_ = nullptr;
+  std::size_t held_back_ = 0;
+  bool starting_ = false;
+  bool delivering_ = false;
   mutable std::mutex m_;
   std::exception_ptr poison_;
   bool poison_on_error_ = false;
@@ -266,6 +410,7 @@ inline bool ChainNode::chain_has_operation_queued() const {
 
 inline void ChainNode::complete(std::exception_ptr ep) noexcept {
   if (fired_.exchange(true, std::memory_order_acq_rel)) return;
+  if (chain_->native()) return chain_->node_done(this, std::move(ep));
   // Delivered before the next node starts, so a stream's completions arrive in order.
   const std::exception_ptr failed = is_operation() ? ep : nullptr;
   finish(std::move(ep));

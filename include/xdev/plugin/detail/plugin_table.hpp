@@ -394,6 +394,33 @@ struct PluginTable {
     });
   }
 
+  // -- native queues (in the table only when `B` has them: `queue_entry`) --
+
+  static xdev_status create_queue(void* p, std::uint64_t device, std::uint64_t* out, xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      if constexpr (concepts::NativeQueues<B>) {
+        const std::size_t n = std::as_const(backend(p)).device_count();
+        if (device >= n)
+          throw error(errc::invalid_argument, "create_queue: device " + std::to_string(device) +
+                                                  " is out of range [0, " + std::to_string(n) + ")");
+        *out = handle_bits(backend(p).create_queue(static_cast<std::size_t>(device)));
+      }
+    });
+  }
+  static void destroy_queue(void* p, std::uint64_t device, std::uint64_t q) noexcept {
+    if constexpr (concepts::NativeQueues<B>)
+      backend(p).destroy_queue(static_cast<std::size_t>(device), handle_from<typename B::queue_handle>(q));
+  }
+  static void bind_queue(void* p, std::uint64_t device, std::uint64_t q) noexcept {
+    if constexpr (concepts::NativeQueues<B>) {
+      if (q == 0)
+        backend(p).unbind_queue(static_cast<std::size_t>(device));
+      else
+        backend(p).bind_queue(static_cast<std::size_t>(device), handle_from<typename B::queue_handle>(q));
+    }
+  }
+
   // -- memory and transfers --
 
   static xdev_status allocate(void* p, std::uint64_t device, std::uint64_t bytes, xdev_memory* out,
@@ -485,6 +512,15 @@ constexpr auto describe_entry() noexcept -> decltype(xdev_plugin_api::describe_d
     return nullptr;
 }
 
+// The queue entries are in the table only when the backend has native queues.
+template <class B, class Fn>
+constexpr Fn queue_entry(Fn fn) noexcept {
+  if constexpr (concepts::NativeQueues<B>)
+    return fn;
+  else
+    return nullptr;
+}
+
 // An op entry is in the table only when the backend has that op for at least one dtype.
 template <class Table, class Fn>
 constexpr Fn entry_if(std::uint32_t op, Fn fn) noexcept {
@@ -527,6 +563,9 @@ inline constexpr xdev_plugin_api plugin_api{
     entry_if<PluginTable<B, Info>>(XDEV_OP_CONVERT, &PluginTable<B, Info>::template op<xdev_convert_args>),
     describe_entry<B, PluginTable<B, Info>>(),
     entry_if<PluginTable<B, Info>>(XDEV_OP_EXP, &PluginTable<B, Info>::template op<xdev_exp_args>),
+    queue_entry<B>(&PluginTable<B, Info>::create_queue),
+    queue_entry<B>(&PluginTable<B, Info>::destroy_queue),
+    queue_entry<B>(&PluginTable<B, Info>::bind_queue),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).

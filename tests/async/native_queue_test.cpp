@@ -1,0 +1,162 @@
+// Streams on a backend with native in-order queues (concepts::NativeQueues): each operation is
+// handed to the stream's queue as soon as it holds an in-flight slot, without waiting for the one
+// before it; completions are still delivered in submission order; work that is not one enqueue
+// keeps host ordering.
+#include <xdev/device/device.hpp>
+#include <xdev/device/runtime.hpp>
+
+#include "support/manual_backend.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <future>
+#include <mutex>
+#include <set>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using xdev_test::ManualBackend;
+
+// ManualBackend with queues: records which queue each host task was enqueued on.
+class QueueBackend : public ManualBackend {
+ public:
+  using ManualBackend::ManualBackend;
+  using queue_handle = std::uint64_t;
+
+  queue_handle create_queue(std::size_t) {
+    std::lock_guard lk(qm_);
+    ++live_;
+    return ++next_;
+  }
+  void destroy_queue(std::size_t, queue_handle) noexcept {
+    std::lock_guard lk(qm_);
+    --live_;
+  }
+  void bind_queue(std::size_t, queue_handle q) noexcept { bound = q; }
+  void unbind_queue(std::size_t) noexcept { bound = 0; }
+
+  void execute(std::size_t d, xdev::HostTask t, xdev::Completion done) {
+    {
+      std::lock_guard lk(qm_);
+      enqueued_on_.push_back(bound);
+    }
+    ManualBackend::execute(d, std::move(t), std::move(done));
+  }
+
+  std::vector<queue_handle> enqueued_on() const {
+    std::lock_guard lk(qm_);
+    return enqueued_on_;
+  }
+  int live_queues() const {
+    std::lock_guard lk(qm_);
+    return live_;
+  }
+
+  static inline thread_local queue_handle bound = 0;
+
+ private:
+  mutable std::mutex qm_;
+  queue_handle next_ = 0;
+  int live_ = 0;
+  std::vector<queue_handle> enqueued_on_;
+};
+static_assert(xdev::concepts::NativeQueues<QueueBackend>);
+
+TEST(NativeQueues, AStreamHandsItsOperationsOverWithoutWaiting) {
+  xdev::Runtime<QueueBackend> rt({.max_inflight = 16}, 1);
+  auto s = rt.device(0).make_stream();
+  std::vector<xdev::Future<void>> fs;
+  for (int i = 0; i < 3; ++i) fs.push_back(s.execute([] {}));
+  EXPECT_EQ(rt.backend().queued(), 3u) << "an operation waited for the one before it on the host";
+  rt.backend().run_all();
+  for (auto& f : fs) f.get();
+}
+
+TEST(NativeQueues, EachStreamHasItsOwnQueueAndTheDefaultStreamOneToo) {
+  std::vector<std::uint64_t> on;
+  {
+    xdev::Runtime<QueueBackend> rt({.max_inflight = 16}, 1);
+    auto dev = rt.device(0);
+    auto a = dev.make_stream();
+    auto b = dev.make_stream();
+    (void)a.execute([] {});
+    (void)b.execute([] {});
+    (void)dev.execute([] {});
+    (void)a.execute([] {});
+    rt.backend().run_all();
+    dev.synchronize();
+    on = rt.backend().enqueued_on();
+    EXPECT_EQ(rt.backend().live_queues(), 3);  // a, b and the default stream's
+  }
+  ASSERT_EQ(on.size(), 4u);
+  EXPECT_EQ(std::set<std::uint64_t>(on.begin(), on.end()).size(), 3u);
+  EXPECT_EQ(on[0], on[3]);
+  for (auto q : on) EXPECT_NE(q, 0u) << "an operation was enqueued with no queue bound";
+}
+
+TEST(NativeQueues, QueuesAreDestroyedWithTheirStreamsAndTheRuntime) {
+  xdev::Runtime<QueueBackend> rt({.max_inflight = 16}, 1);
+  const int base = rt.backend().live_queues();  // the default stream's
+  {
+    auto s = rt.device(0).make_stream();
+    EXPECT_EQ(rt.backend().live_queues(), base + 1);
+    (void)s.execute([] {});
+    rt.backend().run_all();
+    s.synchronize();
+  }
+  EXPECT_EQ(rt.backend().live_queues(), base);
+}
+
+TEST(NativeQueues, CompletionsAreDeliveredInSubmissionOrderWhateverOrderTheBackendReports) {
+  xdev::Runtime<QueueBackend> rt({.max_inflight = 16}, 1);
+  auto s = rt.device(0).make_stream();
+  std::mutex m;
+  std::vector<int> delivered;
+  for (int i = 0; i < 5; ++i)
+    s.execute([] {},
+              [&, i](std::exception_ptr) {
+                std::lock_guard lk(m);
+                delivered.push_back(i);
+              });
+  while (rt.backend().run_newest()) {
+  }
+  s.synchronize();
+  EXPECT_EQ(delivered, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST(NativeQueues, AMarkerWaitsForTheWorkBeforeItAndAWaitHoldsBackTheWorkAfterIt) {
+  xdev::Runtime<QueueBackend> rt({.max_inflight = 16}, 1);
+  auto dev = rt.device(0);
+  auto a = dev.make_stream();
+  auto b = dev.make_stream();
+  (void)a.execute([] {});
+  const xdev::Event e = a.record();
+  EXPECT_FALSE(e.ready());
+  b.wait(e);
+  auto after = b.execute([] {});
+  EXPECT_EQ(rt.backend().queued(), 1u) << "work after a wait started before the event";
+  rt.backend().run_one();  // a's work: the event fires, b's work is handed over
+  EXPECT_TRUE(e.ready());
+  EXPECT_EQ(rt.backend().queued(), 1u);
+  rt.backend().run_all();
+  after.get();
+}
+
+TEST(NativeQueues, PoisonFailsWorkAlreadyOnTheQueueAndWorkNotYetStarted) {
+  xdev::Runtime<QueueBackend> rt({.max_inflight = 16}, 1);
+  auto s = rt.device(0).make_stream({.on_error = xdev::ErrorPolicy::poison});
+  auto f0 = s.execute([] { throw std::runtime_error("first"); });
+  auto f1 = s.execute([] {});  // on the queue already: it runs, but its outcome is the error
+  rt.backend().run_all();
+  auto f2 = s.execute([] {});  // after the failure was seen: never reaches the backend
+  rt.backend().run_all();
+  for (auto* f : {&f0, &f1, &f2}) EXPECT_THROW(f->get(), std::runtime_error);
+  EXPECT_EQ(rt.backend().enqueued_on().size(), 2u);
+}
+
+}  // namespace
