@@ -5,15 +5,21 @@
 // Without an OpenCL driver every test skips with the reason, unless XDEV_TEST_DEVICES lists
 // OPENCL (CTest does so when a driver is registered): then they fail.
 #include "opencl_backend.hpp"
+#include <xdev/device/runtime.hpp>
+#include <xdev/memory/array.hpp>
+#include <xdev/ops/elementwise.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +194,34 @@ TEST_F(OpenCLBackend, ExpRunsOnTheDeviceForF32F16AndBf16) {
   run([&](xdev::Completion d) { b().copy_to_host(0, x, 0, out.data(), bytes, std::move(d)); });
   for (std::size_t i = 0; i < in.size(); ++i) EXPECT_NEAR(out[i], std::exp(in[i]), 4e-7f * std::exp(in[i])) << i;
   b().deallocate(0, x, bytes);
+}
+
+// Streams run on command queues of their own (concepts::NativeQueues, ABI 1.5): xdev hands each
+// operation over without waiting for the one before it, so the queue alone must order them.
+static_assert(xdev::concepts::NativeQueues<OpenCL>);
+
+TEST_F(OpenCLBackend, AStreamOnItsOwnQueueRunsItsWorkInOrderHostTasksIncluded) {
+  backend_.reset();  // the runtime makes its own
+  xdev::Runtime<OpenCL> rt;
+  auto dev = rt.device(0);
+  auto s = dev.make_stream();
+  EXPECT_TRUE(s.uses_native_queue());
+  EXPECT_TRUE(dev.default_stream().uses_native_queue());
+  constexpr std::size_t n = 4096;
+  std::vector<float> staged(n, 0.0f);
+  std::vector<float> out(n, -1.0f);
+  auto x = xdev::empty<float>(dev, {static_cast<std::int64_t>(n)});
+  (void)xdev::ops::fill(s, x, 1.0f);
+  // The copy after this host task reads `staged` when the queue reaches it: only after the task.
+  (void)s.execute([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::fill(staged.begin(), staged.end(), 3.0f);
+  });
+  (void)s.copy_to_device(std::span<const float>(staged), x.buffer());
+  for (int i = 0; i < 10; ++i) (void)xdev::ops::scale(s, x, 2.0f);
+  s.copy_to_host(x.buffer(), std::span<float>(out)).get();
+  for (std::size_t i = 0; i < n; i += 511) EXPECT_EQ(out[i], 3072.0f) << i;
+  s.synchronize();
 }
 
 TEST_F(OpenCLBackend, AFailedCallNamesTheDeviceTheCallAndTheStatus) {

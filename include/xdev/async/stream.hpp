@@ -79,6 +79,10 @@ class StreamCore {
   /// With `ErrorPolicy::poison`: forgets the error, so that operations submitted from now on run.
   /// (Operations already queued behind the failure may still fail with it.)
   void clear_error() const { chain_->clear_poison(); }
+  /// Whether the stream runs on a native in-order queue of its backend (`concepts::NativeQueues`):
+  /// its operations are handed to the device without waiting for the ones before them.
+  [[nodiscard]] bool uses_native_queue() const noexcept { return chain_->native(); }
+
   /// The policy the stream was made with.
   [[nodiscard]] ErrorPolicy error_policy() const noexcept {
     return chain_->poisons_on_error() ? ErrorPolicy::poison : ErrorPolicy::isolate;
