@@ -68,4 +68,29 @@ TEST(StreamOrderedFree, AFreeDoesNotWaitForWorkSubmittedAfterIt) {
   after.get();
 }
 
+// A copy between two devices runs on one device's stream; the other device's buffer dropped while
+// the copy waits is held for it all the same.
+TEST(StreamOrderedFree, ABufferOnThePeerOfACopyIsHeldUntilTheCopyRan) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2});
+  auto d0 = rt.device(0);
+  auto d1 = rt.device(1);
+  std::promise<void> open_gate;
+  auto gate = open_gate.get_future().share();
+  auto slow = d0.execute([gate] { gate.wait(); });  // holds d0's default stream
+  std::optional<xdev::Buffer<float, Host>> src(d1.allocate<float>(n));
+  std::fill_n(src->host_data(), n, 5.0f);
+  auto dst = d0.allocate<float>(n);
+  auto copy = d0.copy(*src, dst);  // on d0's stream, behind the slow task; reads d1's memory
+  src.reset();
+  EXPECT_EQ(d1.memory_stats().bytes_in_use, n * sizeof(float)) << "freed before the copy reading it ran";
+  auto fresh = d1.allocate<float>(n);
+  std::fill_n(fresh.host_data(), n, 9.0f);
+  open_gate.set_value();
+  slow.get();
+  copy.get();
+  EXPECT_TRUE(std::all_of(dst.host_data(), dst.host_data() + n, [](float v) { return v == 5.0f; }))
+      << "the copy read a new allocation instead of its source";
+  EXPECT_EQ(d1.memory_stats().bytes_in_use, n * sizeof(float));
+}
+
 }  // namespace

@@ -350,9 +350,12 @@ class AnyStream : public detail::StreamCore {
       detail::note_copy(*sq, *dq, n);
       dev.model().copy_between(s, sh, 0, d, dh, 0, n, dev.keep_alive(std::move(done)));
     };
-    // Between two devices the backend may use the other device's queue: host-ordered then.
+    // Between two devices the backend may use the other device's queue: host-ordered then. The
+    // other device's frees wait for the copy too (stream-ordered frees).
     const bool within = src.device() == dst.device();
-    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch), within),
+    auto peer = src.device() == device_ ? dst.device().queue() : src.device().queue();
+    return detail::submit<void>(queue_, chain_, nullptr,
+                                detail::queue_ordered(std::move(launch), within, std::move(peer)),
                                 std::forward<Token>(token));
   }
 

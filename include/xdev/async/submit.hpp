@@ -175,12 +175,16 @@ template <class L>
 struct ordered_launch {
   L launch;
   bool ordered = true;
+  /// The other device of a copy between two devices (kept alive by the launch), whose memory the
+  /// work also uses: frees on it are ordered after this work too. Null for work on one device.
+  std::shared_ptr<DeviceQueue> peer = nullptr;
   void operator()(Completion done) { std::move(launch)(std::move(done)); }
 };
 
 template <class L>
-ordered_launch<std::decay_t<L>> queue_ordered(L&& launch, bool ordered = true) {
-  return {std::forward<L>(launch), ordered};
+ordered_launch<std::decay_t<L>> queue_ordered(L&& launch, bool ordered = true,
+                                              std::shared_ptr<DeviceQueue> peer = nullptr) {
+  return {std::forward<L>(launch), ordered, std::move(peer)};
 }
 
 template <class L>
@@ -199,7 +203,11 @@ class submit_node final : public ChainNode {
         slot_(std::move(slot)),
         work_(boost::asio::make_work_guard(boost::asio::get_associated_executor(h))),
         h_(std::move(h)),
-        epoch_(q_->enter_epoch()) {}
+        epoch_(q_->enter_epoch()) {
+    if constexpr (is_ordered_launch<Launch>) {
+      if (launch_.peer && launch_.peer != q_) peer_epoch_ = launch_.peer->enter_epoch();
+    }
+  }
   ~submit_node() override { leave_epoch(); }
 
   [[nodiscard]] bool queue_ordered() const noexcept override {
@@ -214,6 +222,10 @@ class submit_node final : public ChainNode {
   void leave_epoch() noexcept {
     if (in_epoch_) q_->leave_epoch(epoch_);
     in_epoch_ = false;
+    if constexpr (is_ordered_launch<Launch>) {
+      if (peer_epoch_) launch_.peer->leave_epoch(*peer_epoch_);
+      peer_epoch_.reset();
+    }
   }
 
   void launch(Completion done) override { std::move(launch_)(std::move(done)); }
@@ -242,6 +254,7 @@ class submit_node final : public ChainNode {
   Handler h_;
   std::uint64_t epoch_;
   bool in_epoch_ = true;
+  std::optional<std::uint64_t> peer_epoch_;  // the other device's, for a copy between two devices
 };
 
 // Queues a node once the throttle lets it through; discards it if it never does (the device was
