@@ -26,6 +26,7 @@
 
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/serial_worker.hpp>
+#include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/ops/op_args.hpp>
@@ -183,6 +184,12 @@ struct Local {
 
 // What an OpenCL callback needs to report a finished submission to xdev.
 struct Pending {
+  // One per command reported: from the recycling pool.
+  static void* operator new(std::size_t bytes) { return xdev::detail::block_pool::instance().allocate(bytes); }
+  static void operator delete(void* p, std::size_t bytes) noexcept {
+    xdev::detail::block_pool::instance().deallocate(p, bytes);
+  }
+
   xdev::Completion done;
   std::string what;                      // "OPENCL:0: gemm": prefixes a failure
   xdev::HostTask then;                   // runs on success before `done` (may throw): result checks

@@ -389,7 +389,7 @@ class PluginBackend {
   // through the completion, or (when the entry returns an error) not at all and this throws.
   template <class F>
   void start(const char* entry, Completion done, HostTask task, F&& f) {
-    auto* ctx = new detail::AsyncCall(std::move(done), name_ + ": " + entry);
+    auto* ctx = new detail::AsyncCall(std::move(done), name_, entry);
     const xdev_completion completion = ctx->completion();
     xdev_host_task host_task{};
     if (task) {

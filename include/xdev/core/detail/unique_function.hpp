@@ -2,6 +2,8 @@
 /// A move-only type-erased callable (C++23's std::move_only_function, reduced to what xdev needs).
 #pragma once
 
+#include <xdev/core/detail/block_pool.hpp>
+
 #include <cstddef>
 #include <memory>
 #include <new>
@@ -14,7 +16,8 @@ template <class Signature>
 class unique_function;
 
 /// Move-only callable wrapper. Small callables (up to three pointers, nothrow-movable) are stored
-/// inline so the common submission path does not allocate for them.
+/// inline so the common submission path does not allocate for them; larger ones in a block of the
+/// recycling pool (`block_pool`).
 template <class R, class... Args>
 class unique_function<R(Args...)> {
   static constexpr std::size_t inline_size = 3 * sizeof(void*);
@@ -49,11 +52,28 @@ class unique_function<R(Args...)> {
         }
       },
       [](void* s) noexcept {
-        if constexpr (stored_inline<F>)
+        if constexpr (stored_inline<F>) {
           target<F>(s)->~F();
-        else
-          delete target<F>(s);
+        } else {
+          F* f = target<F>(s);
+          f->~F();
+          pool_allocator<F>{}.deallocate(f, 1);
+        }
       }};
+
+  // A callable too large for the inline buffer lives in a block of the recycling pool: the
+  // submission path hands such callables across threads (built on one, dropped on another).
+  template <class D, class F>
+  static D* make_boxed(F&& f) {
+    pool_allocator<D> a;
+    D* p = a.allocate(1);
+    try {
+      return ::new (static_cast<void*>(p)) D(std::forward<F>(f));
+    } catch (...) {
+      a.deallocate(p, 1);
+      throw;
+    }
+  }
 
  public:
   unique_function() noexcept = default;
@@ -66,7 +86,7 @@ class unique_function<R(Args...)> {
     if constexpr (stored_inline<D>)
       ::new (static_cast<void*>(storage_)) D(std::forward<F>(f));
     else
-      *reinterpret_cast<D**>(storage_) = new D(std::forward<F>(f));
+      *reinterpret_cast<D**>(storage_) = make_boxed<D>(std::forward<F>(f));
     vt_ = &vtable_for<D>;
   }
 

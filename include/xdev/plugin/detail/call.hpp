@@ -6,6 +6,7 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 
@@ -50,9 +51,18 @@ struct ErrorSink {
 // so a plugin that completes and then returns an error neither double-frees nor double-reports.
 class AsyncCall {
  public:
-  AsyncCall(Completion done, std::string where) noexcept : done_(std::move(done)), where_(std::move(where)) {}
+  /// `plugin` names the plugin in errors ("REF"); it outlives the call, like the backend object.
+  /// `entry` is a string literal.
+  AsyncCall(Completion done, const std::string& plugin, const char* entry) noexcept
+      : done_(std::move(done)), plugin_(&plugin), entry_(entry) {}
   AsyncCall(const AsyncCall&) = delete;
   AsyncCall& operator=(const AsyncCall&) = delete;
+
+  // One per asynchronous call: from the recycling pool.
+  static void* operator new(std::size_t bytes) { return xdev::detail::block_pool::instance().allocate(bytes); }
+  static void operator delete(void* p, std::size_t bytes) noexcept {
+    xdev::detail::block_pool::instance().deallocate(p, bytes);
+  }
 
   /// Makes this an `execute`: `task` runs through `host_task()`.
   void set_task(HostTask task) noexcept {
@@ -112,10 +122,10 @@ class AsyncCall {
     try {
       if (task_error_) return task_error_;
       if (code != XDEV_OK)
-        return std::make_exception_ptr(error(errc_of(code), where_ + ": " + status_text(code, message)));
+        return std::make_exception_ptr(error(errc_of(code), where() + ": " + status_text(code, message)));
       if (has_task_ && !ran_.load(std::memory_order_acquire))
         return std::make_exception_ptr(
-            error(errc::internal, where_ + ": the plugin reported success without running the host task"));
+            error(errc::internal, where() + ": the plugin reported success without running the host task"));
       return nullptr;
     } catch (...) {
       return std::current_exception();
@@ -126,10 +136,14 @@ class AsyncCall {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
+  // "REF: copy_to_device": built only for an error.
+  [[nodiscard]] std::string where() const { return *plugin_ + ": " + entry_; }
+
   std::atomic<int> refs_{2};
   std::atomic<bool> claimed_{false};
   Completion done_;
-  std::string where_;
+  const std::string* plugin_;
+  const char* entry_;
   HostTask task_;
   std::exception_ptr task_error_;
   bool has_task_ = false;
