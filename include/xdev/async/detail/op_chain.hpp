@@ -204,11 +204,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     if (queue_) return push_native(n);
     {
       std::lock_guard lk(m_);
-      if (tail_)
-        tail_->next_ = n;
-      else
-        head_ = n;
-      tail_ = n;
+      append_locked(n);
       if (busy_) return;
       busy_ = true;
     }
@@ -245,6 +241,20 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   friend class ChainNode;
   enum class phase { idle, starting, running, completed_while_starting };
 
+  void append_locked(ChainNode* n) noexcept {
+    if (tail_)
+      tail_->next_ = n;
+    else
+      head_ = n;
+    tail_ = n;
+  }
+  ChainNode* pop_front_locked() noexcept {
+    ChainNode* n = head_;
+    head_ = n->next_;
+    if (head_ == nullptr) tail_ = nullptr;
+    return n;
+  }
+
   void run_next() {
     std::unique_lock lk(m_);
     for (;;) {
@@ -254,8 +264,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
         phase_ = phase::idle;
         return;
       }
-      head_ = n->next_;
-      if (head_ == nullptr) tail_ = nullptr;
+      pop_front_locked();
       phase_ = phase::starting;
       std::exception_ptr poisoned = n->is_operation() ? poison_ : nullptr;
       lk.unlock();
@@ -279,11 +288,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     n->refs_.fetch_add(1, std::memory_order_relaxed);  // the chain's, until delivered
     {
       std::lock_guard lk(m_);
-      if (tail_)
-        tail_->next_ = n;
-      else
-        head_ = n;
-      tail_ = n;
+      append_locked(n);
       if (next_start_ == nullptr) next_start_ = n;
       if (starting_) return;
       starting_ = true;
@@ -345,9 +350,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     if (!delivering_) {
       delivering_ = true;
       while (head_ != nullptr && head_->done_) {
-        ChainNode* h = head_;
-        head_ = h->next_;
-        if (head_ == nullptr) tail_ = nullptr;
+        ChainNode* h = pop_front_locked();
         std::exception_ptr result = std::move(h->result_);
         if (h->is_operation()) {
           if (poison_)
