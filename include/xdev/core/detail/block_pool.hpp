@@ -6,6 +6,7 @@
 /// would never be hit.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <mutex>
 #include <new>
@@ -26,8 +27,12 @@ inline constexpr bool block_pool_enabled = true;
 
 /// Size classes of 64 to 1024 bytes, each a free list behind its own mutex, holding at most
 /// `max_cached` blocks (what a device with a deep queue recycles; more goes back to the heap).
-/// Larger or over-aligned requests go straight to the heap. Never destroyed, so that work
-/// finishing during static destruction can still free into it.
+/// Larger or over-aligned requests go straight to the heap.
+///
+/// One pool per module (a plugin has its own). The pool object lives in static storage and is
+/// never destroyed, so that work finishing during static destruction can still free into it; at
+/// exit, or when a plugin is unloaded, its caches are emptied and it stops caching (`drain`), so
+/// an unloaded plugin leaves no block behind.
 class block_pool {
  public:
   static constexpr std::size_t min_block = 64;
@@ -36,12 +41,15 @@ class block_pool {
   static constexpr std::size_t max_cached = 4096;
 
   static block_pool& instance() {
-    static block_pool* const p = new block_pool;  // reachable for ever: not a leak
+    alignas(block_pool) static unsigned char storage[sizeof(block_pool)];
+    static block_pool* const p = ::new (static_cast<void*>(storage)) block_pool;
+    static const drain_at_exit drain{p};  // destroyed before anything constructed earlier
     return *p;
   }
 
   [[nodiscard]] void* allocate(std::size_t bytes) {
-    if (!block_pool_enabled || bytes > max_block) return ::operator new(bytes);
+    if (!block_pool_enabled || bytes > max_block || draining_.load(std::memory_order_acquire))
+      return ::operator new(bytes);
     bucket& b = buckets_[class_of(bytes)];
     {
       std::lock_guard lk(b.m);
@@ -63,7 +71,7 @@ class block_pool {
     bucket& b = buckets_[c];
     {
       std::lock_guard lk(b.m);
-      if (b.count < max_cached) {
+      if (b.count < max_cached && !draining_.load(std::memory_order_relaxed)) {
         b.head = ::new (p) free_block{b.head};
         ++b.count;
         return;
@@ -89,8 +97,27 @@ class block_pool {
     return c;
   }
 
+  // Gives every cached block back to the heap and stops caching.
+  void drain() noexcept {
+    draining_.store(true, std::memory_order_release);
+    for (bucket& b : buckets_) {
+      std::lock_guard lk(b.m);
+      while (free_block* f = b.head) {
+        b.head = f->next;
+        ::operator delete(static_cast<void*>(f));
+      }
+      b.count = 0;
+    }
+  }
+
+  struct drain_at_exit {
+    block_pool* pool;
+    ~drain_at_exit() { pool->drain(); }
+  };
+
   block_pool() = default;
   bucket buckets_[class_count];
+  std::atomic<bool> draining_{false};
 };
 
 /// A standard allocator over `block_pool` (for `std::allocate_shared`, `std::promise`, Asio's
