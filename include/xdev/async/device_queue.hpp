@@ -188,14 +188,6 @@ class DeviceQueue {
     }
   }
 
-  /// Frees parked until earlier work completes and not yet run (for tests and diagnostics).
-  [[nodiscard]] std::size_t parked_frees() const {
-    std::lock_guard lk(epoch_m_);
-    std::size_t n = 0;
-    for (const auto& e : epochs_) n += e.frees.size();
-    return n;
-  }
-
   /// Number of errors kept and not yet raised.
   [[nodiscard]] std::size_t kept_errors() const {
     std::lock_guard lk(m_);

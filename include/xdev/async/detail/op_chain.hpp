@@ -43,7 +43,6 @@ class HandlerCount {
     for (std::size_t v = n_.load(std::memory_order_acquire); v != 0; v = n_.load(std::memory_order_acquire))
       n_.wait(v, std::memory_order_acquire);
   }
-  [[nodiscard]] std::size_t pending() const noexcept { return n_.load(std::memory_order_acquire); }
 
  private:
   std::atomic<std::size_t> n_{0};
