@@ -79,13 +79,9 @@ struct DeviceInfo {
   }
 };
 
-/// The devices local process `rank` of `size` takes out of `count`: a contiguous block
-/// [rank * count / size, (rank + 1) * count / size) when there are at least as many devices as
-/// processes; otherwise device `rank % count` alone (processes then share devices).
+/// The devices local process `rank` of `size` takes out of `count` (`xdev::plugin::device_share`).
 inline std::pair<std::size_t, std::size_t> share_of(std::size_t count, std::size_t rank, std::size_t size) {
-  if (size <= 1 || count == 0) return {0, count};
-  if (count >= size) return {rank * count / size, (rank + 1) * count / size};
-  return {rank % count, rank % count + 1};
+  return xdev::plugin::device_share(count, rank, size);
 }
 
 namespace detail {

@@ -42,6 +42,22 @@ struct ClientOptions {
   friend bool operator==(const ClientOptions&, const ClientOptions&) = default;
 };
 
+/// The devices [first, last) that local process `rank` of `size` takes out of `count`: a
+/// contiguous block [rank * count / size, (rank + 1) * count / size) when there are at least as
+/// many devices as processes; otherwise device `rank % count` alone (processes then share devices).
+/// What xdev's OpenCL and CUDA plugins do with `ClientOptions::local_rank` / `local_world_size`.
+constexpr std::pair<std::size_t, std::size_t> device_share(std::size_t count, std::size_t rank,
+                                                           std::size_t size) noexcept {
+  if (size <= 1 || count == 0) return {0, count};
+  if (count >= size) return {rank * count / size, (rank + 1) * count / size};
+  return {rank % count, rank % count + 1};
+}
+
+/// `device_share` for the local place `options` give.
+constexpr std::pair<std::size_t, std::size_t> device_share(std::size_t count, const ClientOptions& options) noexcept {
+  return device_share(count, options.local_rank, options.local_world_size);
+}
+
 namespace detail {
 
 // The C enumerations are the values of the C++ ones (abi.h says so; these keep it true).
