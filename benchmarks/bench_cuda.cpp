@@ -1,0 +1,370 @@
+// The CUDA plugin (plugins/cuda) on the first GPU, against raw CUDA and cuBLAS called directly in
+// the same run, on the same device:
+//
+// submit/latency: one `ops::scale` of 1024 floats through xdev (`.get()` on its future: submission,
+//   the plugin boundary, the completion thread, the future) against the same kernel launched raw
+//   (the plugin's own launcher, cuda_kernels.h) on a stream of the benchmark's, then
+//   cudaStreamSynchronize. Goal: xdev at most 1.2x per operation.
+// submit/stream64: 64 such ops back to back on the default stream, waiting for the last, against 64
+//   raw launches and one synchronize. Goal: at most 1.1x per operation.
+// transfer/{to_device,to_host}/pinned/<bytes>: `copy_to_device` / `copy_to_host` between a
+//   page-locked host block (cudaMallocHost) and an xdev array, against cudaMemcpyAsync between the
+//   same kinds of memory + synchronize. Goal: xdev's bandwidth at least 0.95x at 64 MiB.
+// transfer/{to_device,to_host}/pageable/<bytes>: the same from and to ordinary (pageable) memory,
+//   through the plugin's pinned staging, against cudaMemcpyAsync from pageable memory (no goal).
+// gemm/{f32,bf16}/<n>: `ops::gemm` of n x n x n floats, f32 and under autocast to bf16 (f32 data,
+//   bf16 inputs, f32 accumulation), against cublasGemmEx called directly with the same compute
+//   type. Goal: at least 0.95x cuBLAS's speed at 4096. TFLOP/s are reported as counters.
+// all_reduce/mixed/<bytes>: `spmd::all_reduce(sum)` of one f32 array per device over a mesh of the
+//   GPU and two host devices, against a memcpy of the same bytes; busbw is reported (no goal).
+//
+// The plugin is loaded from the build's plugins/ directory (XDEV_BENCH_PLUGIN_DIR); without a GPU
+// every benchmark reports an error saying why.
+#include "support/ratio.hpp"
+
+#include "cuda_kernels.h"
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/any/registry.hpp>
+#include <xdev/ops/autocast.hpp>
+#include <xdev/ops/ops.hpp>
+#include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/mesh.hpp>
+
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <boost/asio/detached.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using xdev::AnyArray;
+using xdev::AnyDevice;
+namespace ops = xdev::ops;
+namespace spmd = xdev::spmd;
+
+constexpr std::size_t KiB = 1024;
+constexpr std::size_t MiB = 1024 * KiB;
+
+// The plugin's devices and the host backend's, from one registry over the build's plugins.
+struct Devices {
+  std::unique_ptr<xdev::Registry> registry;
+  std::vector<AnyDevice> cuda;
+  std::vector<AnyDevice> host;
+  std::string error;
+};
+
+Devices& devices() {
+  static Devices d = [] {
+    Devices r;
+    try {
+      r.registry = std::make_unique<xdev::Registry>(xdev::plugin::SearchPath({XDEV_BENCH_PLUGIN_DIR}));
+      r.cuda = r.registry->devices("CUDA");
+      r.host = r.registry->devices("HOST");
+      if (r.cuda.empty()) r.error = "the CUDA plugin has no devices";
+    } catch (const std::exception& e) {
+      r.error = std::string("CUDA unavailable: ") + e.what();
+    }
+    return r;
+  }();
+  return d;
+}
+
+void check(cudaError_t e, const char* call) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(call) + " failed: " + cudaGetErrorName(e));
+}
+
+void check(cublasStatus_t s, const char* call) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(call) + " failed: " + std::to_string(s));
+}
+
+// Raw CUDA on the device xdev calls CUDA:0: a stream and a cuBLAS handle of the benchmark's own.
+struct Raw {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+  Raw() {
+    check(cudaSetDevice(0), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cublasCreate(&blas), "cublasCreate");
+    check(cublasSetStream(blas, stream), "cublasSetStream");
+  }
+  Raw(const Raw&) = delete;
+  Raw& operator=(const Raw&) = delete;
+  ~Raw() {
+    cublasDestroy(blas);
+    cudaStreamDestroy(stream);
+  }
+};
+
+Raw& raw() {
+  static Raw r;
+  return r;
+}
+
+bool ready(benchmark::State& st) {
+  if (!devices().error.empty()) {
+    st.SkipWithError(devices().error.c_str());
+    return false;
+  }
+  return true;
+}
+
+// Device memory of the benchmark's own.
+struct DeviceBlock {
+  explicit DeviceBlock(std::size_t bytes) { check(cudaMalloc(&p, bytes), "cudaMalloc"); }
+  DeviceBlock(const DeviceBlock&) = delete;
+  DeviceBlock& operator=(const DeviceBlock&) = delete;
+  ~DeviceBlock() { cudaFree(p); }
+  void* p = nullptr;
+};
+
+struct PinnedBlock {
+  explicit PinnedBlock(std::size_t bytes) { check(cudaMallocHost(&p, bytes), "cudaMallocHost"); }
+  PinnedBlock(const PinnedBlock&) = delete;
+  PinnedBlock& operator=(const PinnedBlock&) = delete;
+  ~PinnedBlock() { cudaFreeHost(p); }
+  void* p = nullptr;
+};
+
+void submit(benchmark::State& st, std::int64_t per_wait) {
+  if (!ready(st)) return;
+  constexpr std::size_t n = 1024;
+  const AnyDevice& dev = devices().cuda.at(0);
+  auto x = xdev::empty<float>(dev, {static_cast<std::int64_t>(n)});
+  ops::fill(dev, x, 1.0f).get();
+  Raw& r = raw();
+  DeviceBlock rx(n * sizeof(float));
+  check(xdev_cuda::kernels::fill(rx.p, n, 4, 0x3F800000u, r.stream), "fill");
+  check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
+  auto xdev_side = [&](std::int64_t calls) {
+    for (std::int64_t c = 0; c < calls; ++c) {
+      for (std::int64_t i = 0; i + 1 < per_wait; ++i) ops::scale(dev, x, 1.0f, boost::asio::detached);
+      ops::scale(dev, x, 1.0f).get();
+    }
+  };
+  auto raw_side = [&](std::int64_t calls) {
+    for (std::int64_t c = 0; c < calls; ++c) {
+      for (std::int64_t i = 0; i < per_wait; ++i)
+        check(xdev_cuda::kernels::scale(XDEV_DTYPE_F32, rx.p, n, 1.0, r.stream), "scale");
+      check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
+    }
+  };
+  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"raw", raw_side}}, per_wait == 1 ? 200 : 10,
+                              static_cast<double>(per_wait));
+}
+
+void submit_latency(benchmark::State& st) {
+  submit(st, 1);
+}
+void submit_stream64(benchmark::State& st) {
+  submit(st, 64);
+}
+
+void transfer(benchmark::State& st, bool to_device, bool pinned) {
+  if (!ready(st)) return;
+  const auto bytes = static_cast<std::size_t>(st.range(0));
+  const AnyDevice& dev = devices().cuda.at(0);
+  auto arr = xdev::empty<std::uint8_t>(dev, {static_cast<std::int64_t>(bytes)});
+  std::vector<std::uint8_t> pageable;
+  std::unique_ptr<PinnedBlock> locked;
+  std::uint8_t* host = nullptr;
+  if (pinned) {
+    locked = std::make_unique<PinnedBlock>(bytes);
+    host = static_cast<std::uint8_t*>(locked->p);
+  } else {
+    pageable.assign(bytes, 1);
+    host = pageable.data();
+  }
+  std::memset(host, 1, bytes);
+  Raw& r = raw();
+  DeviceBlock block(bytes);
+  auto xdev_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) {
+      if (to_device)
+        dev.copy_to_device(std::span<const std::uint8_t>(host, bytes), arr).get();
+      else
+        dev.copy_to_host(arr, std::span<std::uint8_t>(host, bytes)).get();
+    }
+  };
+  auto raw_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) {
+      if (to_device)
+        check(cudaMemcpyAsync(block.p, host, bytes, cudaMemcpyHostToDevice, r.stream), "cudaMemcpyAsync");
+      else
+        check(cudaMemcpyAsync(host, block.p, bytes, cudaMemcpyDeviceToHost, r.stream), "cudaMemcpyAsync");
+      check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
+    }
+  };
+  const std::int64_t chunk = bytes >= 16 * MiB ? 2 : 20;
+  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"cuda", raw_side}}, chunk, 1, static_cast<double>(bytes));
+}
+
+void to_device_pinned(benchmark::State& st) {
+  transfer(st, true, true);
+}
+void to_host_pinned(benchmark::State& st) {
+  transfer(st, false, true);
+}
+void to_device_pageable(benchmark::State& st) {
+  transfer(st, true, false);
+}
+void to_host_pageable(benchmark::State& st) {
+  transfer(st, false, false);
+}
+
+void gemm(benchmark::State& st, xdev::DType compute) {
+  if (!ready(st)) return;
+  const auto n = static_cast<std::int64_t>(st.range(0));
+  const auto count = static_cast<std::size_t>(n * n);
+  const AnyDevice& dev = devices().cuda.at(0);
+  std::vector<float> init(count);
+  for (std::size_t i = 0; i < count; ++i) init[i] = static_cast<float>(i % 17) * 0.125f - 1.0f;
+  auto a = xdev::empty<float>(dev, {n, n}), b = xdev::empty<float>(dev, {n, n}), c = xdev::empty<float>(dev, {n, n});
+  dev.copy_to_device(std::span<const float>(init), a).get();
+  dev.copy_to_device(std::span<const float>(init), b).get();
+  Raw& r = raw();
+  DeviceBlock ra(count * 4), rb(count * 4), rc(count * 4);
+  check(cudaMemcpy(ra.p, init.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(rb.p, init.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const cublasComputeType_t type = compute == xdev::DType::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
+  const float one = 1.0f, zero = 0.0f;
+  const int ni = static_cast<int>(n);
+  auto xdev_side = [&](std::int64_t calls) {
+    // Under autocast (the CUDA policy's key, bf16) when the bf16 figure runs.
+    xdev::AutocastScope scope(xdev::AutocastKey::cuda, compute == xdev::DType::bf16);
+    for (std::int64_t i = 0; i < calls; ++i) ops::gemm(dev, a, b, c).get();
+  };
+  auto raw_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) {
+      check(cublasGemmEx(r.blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, rb.p, CUDA_R_32F, ni, ra.p, CUDA_R_32F, ni,
+                         &zero, rc.p, CUDA_R_32F, ni, type, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmEx");
+      check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
+    }
+  };
+  xdev_side(1);  // warm-up: cuBLAS picks and loads its kernels
+  raw_side(1);
+  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"cublas", raw_side}}, 2);
+  const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+  st.counters["xdev_tflops"] = flop / st.counters["xdev_ns"] / 1e3;
+  st.counters["cublas_tflops"] = flop / st.counters["cublas_ns"] / 1e3;
+}
+
+void gemm_f32(benchmark::State& st) {
+  gemm(st, xdev::DType::f32);
+}
+void gemm_bf16(benchmark::State& st) {
+  gemm(st, xdev::DType::bf16);
+}
+
+void all_reduce_mixed(benchmark::State& st) {
+  if (!ready(st)) return;
+  const auto bytes = static_cast<std::size_t>(st.range(0));
+  const std::size_t count = bytes / sizeof(float);
+  std::vector<AnyDevice> members{devices().cuda.at(0)};
+  for (const auto& h : devices().host) members.push_back(h);
+  spmd::Mesh mesh(members, "data");
+  std::vector<AnyArray<float>> arrays;
+  std::vector<float> ones(count, 1.0f);
+  for (const auto& d : mesh.devices()) {
+    arrays.push_back(xdev::empty<float>(d, {static_cast<std::int64_t>(count)}));
+    d.copy_to_device(std::span<const float>(ones), arrays.back()).get();
+  }
+  std::vector<float> src(count, 1.0f), dst(count);
+  auto xdev_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i)
+      spmd::all_reduce(mesh, "data", std::span<AnyArray<float>>(arrays), spmd::ReduceOp::sum).get();
+  };
+  auto memcpy_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) {
+      std::memcpy(dst.data(), src.data(), bytes);
+      benchmark::DoNotOptimize(dst.data());
+    }
+  };
+  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"memcpy", memcpy_side}}, 2, 1, static_cast<double>(bytes));
+  const double k = static_cast<double>(mesh.size());
+  st.counters["busbw_GBps"] = static_cast<double>(bytes) * 2.0 * (k - 1.0) / k / st.counters["xdev_ns"];
+  st.counters["devices"] = k;
+}
+
+[[maybe_unused]] const int registered = [] {
+  using xdev_bench::Goal;
+  using xdev_bench::Kind;
+  benchmark::RegisterBenchmark("submit/latency", submit_latency)->UseManualTime();
+  xdev_bench::add_ratio({.label = "submit/latency xdev/raw",
+                         .benchmark = "submit/latency",
+                         .subject = "xdev",
+                         .baseline = "raw",
+                         .goal = Goal::at_most,
+                         .bound = 1.2,
+                         .unit = "op"});
+  benchmark::RegisterBenchmark("submit/stream64", submit_stream64)->UseManualTime();
+  xdev_bench::add_ratio({.label = "submit/stream64 xdev/raw",
+                         .benchmark = "submit/stream64",
+                         .subject = "xdev",
+                         .baseline = "raw",
+                         .goal = Goal::at_most,
+                         .bound = 1.1,
+                         .unit = "op"});
+  for (bool pinned : {true, false})
+    for (bool dir : {true, false}) {
+      const std::string base =
+          std::string(dir ? "transfer/to_device/" : "transfer/to_host/") + (pinned ? "pinned" : "pageable");
+      for (std::size_t bytes : {1 * MiB, 64 * MiB}) {
+        const std::string name = base + "/" + std::to_string(bytes);
+        auto* fn = pinned ? (dir ? to_device_pinned : to_host_pinned) : (dir ? to_device_pageable : to_host_pageable);
+        benchmark::RegisterBenchmark(base.c_str(), fn)->Arg(static_cast<std::int64_t>(bytes))->UseManualTime();
+        const bool goal = pinned && bytes == 64 * MiB;
+        xdev_bench::add_ratio({.label = name + " xdev/cuda",
+                               .benchmark = name,
+                               .subject = "xdev",
+                               .baseline = "cuda",
+                               .kind = Kind::speed,
+                               .goal = goal ? Goal::at_least : Goal::none,
+                               .bound = 0.95,
+                               .unit = "copy"});
+      }
+    }
+  for (const char* type : {"f32", "bf16"}) {
+    const std::string base = std::string("gemm/") + type;
+    for (std::int64_t n : {1024, 4096}) {
+      const std::string name = base + "/" + std::to_string(n);
+      benchmark::RegisterBenchmark(base.c_str(), std::string(type) == "f32" ? gemm_f32 : gemm_bf16)
+          ->Arg(n)
+          ->UseManualTime();
+      xdev_bench::add_ratio({.label = name + " xdev/cublas",
+                             .benchmark = name,
+                             .subject = "xdev",
+                             .baseline = "cublas",
+                             .kind = Kind::speed,
+                             .goal = n == 4096 ? Goal::at_least : Goal::none,
+                             .bound = 0.95,
+                             .unit = "gemm"});
+    }
+  }
+  for (std::size_t bytes : {1 * MiB, 64 * MiB}) {
+    benchmark::RegisterBenchmark("all_reduce/mixed", all_reduce_mixed)
+        ->Arg(static_cast<std::int64_t>(bytes))
+        ->UseManualTime();
+    xdev_bench::add_ratio({.label = "all_reduce/mixed/" + std::to_string(bytes) + " xdev/memcpy",
+                           .benchmark = "all_reduce/mixed/" + std::to_string(bytes),
+                           .subject = "xdev",
+                           .baseline = "memcpy",
+                           .unit = "all_reduce"});
+  }
+  return 0;
+}();
+
+}  // namespace
+
+XDEV_BENCHMARK_MAIN("--benchmark_repetitions=3", "--benchmark_min_time=0.2")
