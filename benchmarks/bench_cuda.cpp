@@ -13,12 +13,15 @@
 // transfer/{to_device,to_host}/pageable/<bytes>: the same from and to ordinary (pageable) memory,
 //   through the plugin's pinned staging, against cudaMemcpyAsync from pageable memory (no goal).
 // gemm/{f32,bf16}/<n>: `ops::gemm` of n x n x n floats, f32 and under autocast to bf16 (f32 data,
-//   bf16 inputs, f32 accumulation), against cublasGemmEx called directly with the same compute
-//   type. Goal: at least 0.95x cuBLAS's speed at 4096. TFLOP/s are reported as counters.
+//   bf16 inputs, f32 accumulation), against cublasGemmEx called directly on the same f32 data
+//   (CUBLAS_COMPUTE_32F, and CUBLAS_COMPUTE_32F_FAST_16BF for bf16: what a user of cuBLAS calls for
+//   f32 data computed in bf16). Goal: at least 0.95x cuBLAS's speed at 4096. TFLOP/s are reported
+//   as counters.
 // all_reduce/mixed/<bytes>: `spmd::all_reduce(sum)` of one f32 array per device over a mesh of the
 //   GPU and two host devices, against a memcpy of the same bytes; busbw is reported (no goal).
 //
-// The plugin is loaded from the build's plugins/ directory (XDEV_BENCH_PLUGIN_DIR); without a GPU
+// The plugin is loaded from XDEV_PLUGIN_PATH when set, else from the build's plugins/ directory
+// (XDEV_BENCH_PLUGIN_DIR); without a GPU
 // every benchmark reports an error saying why.
 #include "support/ratio.hpp"
 
@@ -39,6 +42,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <span>
@@ -68,7 +72,11 @@ Devices& devices() {
   static Devices d = [] {
     Devices r;
     try {
-      r.registry = std::make_unique<xdev::Registry>(xdev::plugin::SearchPath({XDEV_BENCH_PLUGIN_DIR}));
+      // XDEV_PLUGIN_PATH when set (a build carried to a GPU machine), else the build's plugins/.
+      const char* env = std::getenv("XDEV_PLUGIN_PATH");
+      r.registry = std::make_unique<xdev::Registry>(env != nullptr && *env != '\0'
+                                                        ? xdev::plugin::SearchPath::parse(env)
+                                                        : xdev::plugin::SearchPath({XDEV_BENCH_PLUGIN_DIR}));
       r.cuda = r.registry->devices("CUDA");
       r.host = r.registry->devices("HOST");
       if (r.cuda.empty()) r.error = "the CUDA plugin has no devices";

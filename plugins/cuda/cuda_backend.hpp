@@ -21,9 +21,9 @@
 ///   through pinned staging buffers (kept for reuse), copied in and out in stream order by host
 ///   functions, so that a copy never reads or writes host memory before the stream's earlier work.
 ///   Between devices: `cudaMemcpyPeerAsync` (peer access is enabled where the devices allow it).
-/// - Ops: gemm and dot through cuBLAS (autocast to f16/bf16 as cuBLAS's fast-16 compute types for
-///   f32 data, as rounded inputs for f64 data; dot with rounding, and everything else, is the
-///   plugin's own kernels).
+/// - Ops: gemm and dot through cuBLAS (under autocast, gemm's inputs are rounded to f16/bf16 first
+///   and multiplied by a half-precision cuBLAS gemm that accumulates in f32; dot with rounding, and
+///   everything else, is the plugin's own kernels).
 /// - Errors: every failed CUDA or cuBLAS call is an `xdev::error` naming the call and the status
 ///   (cuda_error.hpp). A sticky error (an illegal address in a kernel, ...) marks the device lost:
 ///   every pending and later operation fails with `errc::unavailable` and the original message.
@@ -549,9 +549,9 @@ class Cuda {
     });
   }
 
-  /// cuBLAS on the row-major problem as the column-major C^T = op(B)^T op(A)^T. f32 data under
-  /// autocast uses cuBLAS's fast-16 compute types (inputs rounded to f16/bf16, products and sums in
-  /// f32); f64 data under autocast has its inputs rounded into temporaries first. With
+  /// cuBLAS on the row-major problem as the column-major C^T = op(B)^T op(A)^T. Under autocast the
+  /// inputs are rounded into temporaries first: f32 data to f16/bf16 (then a half-precision cuBLAS
+  /// gemm with f32 accumulation), f64 data to rounded doubles. With
   /// `alpha == 0` or an empty depth, A and B are not read: C = beta C.
   template <class T>
   requires detail::is_float_data<T>
@@ -574,9 +574,23 @@ class Cuda {
     const void* B = a.b;
     void* rounded_a = nullptr;
     void* rounded_b = nullptr;
-    if (std::is_same_v<T, double> && rounding != 0) {
-      const std::size_t na = (a.trans_a ? a.k : a.m - 1) * a.lda + (a.trans_a ? a.m : a.k);
-      const std::size_t nb = (a.trans_b ? a.n : a.k - 1) * a.ldb + (a.trans_b ? a.k : a.n);
+    // Elements of A and B as stored (the last row may end before its stride).
+    const std::size_t na = ((a.trans_a ? a.k : a.m) - 1) * a.lda + (a.trans_a ? a.m : a.k);
+    const std::size_t nb = ((a.trans_b ? a.n : a.k) - 1) * a.ldb + (a.trans_b ? a.k : a.n);
+    cudaDataType_t input_type = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_64F;
+    if (rounding >= 2 && std::is_same_v<T, float>) {
+      // f32 data under autocast: the inputs converted to f16/bf16 (to nearest even, as xdev rounds
+      // them everywhere), then multiplied by cuBLAS with f32 accumulation.
+      const int half = rounding == 2 ? XDEV_DTYPE_F16 : XDEV_DTYPE_BF16;
+      input_type = rounding == 2 ? CUDA_R_16F : CUDA_R_16BF;
+      rounded_a = temp(d, s, na * 2, "gemm");
+      rounded_b = temp(d, s, nb * 2, "gemm");
+      check(d, kernels::convert(XDEV_DTYPE_F32, half, A, rounded_a, na, s), "gemm", "a kernel launch");
+      check(d, kernels::convert(XDEV_DTYPE_F32, half, B, rounded_b, nb, s), "gemm", "a kernel launch");
+      A = rounded_a;
+      B = rounded_b;
+    } else if (std::is_same_v<T, double> && rounding != 0) {
+      // f64 data under autocast: rounded copies of the inputs; products and sums in f64.
       rounded_a = temp(d, s, na * sizeof(T), "gemm");
       rounded_b = temp(d, s, nb * sizeof(T), "gemm");
       check(d, kernels::round_inputs(detail::dtype_code<T>(), A, rounded_a, na, rounding, s), "gemm",
@@ -595,12 +609,9 @@ class Cuda {
       std::lock_guard lk(d.blas_m);
       blas(d, cublasSetStream(d.blas, s), "cublasSetStream");
       if constexpr (std::is_same_v<T, float>) {
-        const cublasComputeType_t compute = rounding == 2   ? CUBLAS_COMPUTE_32F_FAST_16F
-                                            : rounding == 3 ? CUBLAS_COMPUTE_32F_FAST_16BF
-                                                            : CUBLAS_COMPUTE_32F;
-        st = cublasGemmEx(d.blas, op_b, op_a, n, m, k, &a.alpha, B, CUDA_R_32F, static_cast<int>(a.ldb), A, CUDA_R_32F,
-                          static_cast<int>(a.lda), &a.beta, a.c, CUDA_R_32F, static_cast<int>(a.ldc), compute,
-                          CUBLAS_GEMM_DEFAULT);
+        st = cublasGemmEx(d.blas, op_b, op_a, n, m, k, &a.alpha, B, input_type, static_cast<int>(a.ldb), A, input_type,
+                          static_cast<int>(a.lda), &a.beta, a.c, CUDA_R_32F, static_cast<int>(a.ldc),
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       } else {
         st = cublasDgemm(d.blas, op_b, op_a, n, m, k, &a.alpha, static_cast<const double*>(B), static_cast<int>(a.ldb),
                          static_cast<const double*>(A), static_cast<int>(a.lda), &a.beta, static_cast<double*>(a.c),
