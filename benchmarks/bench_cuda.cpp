@@ -4,7 +4,9 @@
 // submit/latency: one `ops::scale` of 1024 floats through xdev (`.get()` on its future: submission,
 //   the plugin boundary, the completion thread, the future) against the same kernel launched raw
 //   (the plugin's own launcher, cuda_kernels.h) on a stream of the benchmark's, then
-//   cudaStreamSynchronize. Goal: xdev at most 1.2x per operation.
+//   cudaStreamSynchronize. Goal: xdev at most 1.2x per operation. A third, diagnostic side
+//   ("handoff") is the raw launch with its completion seen by another thread and passed on through
+//   a std::future, the hand-off every asynchronous completion has.
 // submit/stream64: 64 such ops back to back on the default stream, waiting for the last, against 64
 //   raw launches and one synchronize. Goal: at most 1.1x per operation.
 // transfer/{to_device,to_host}/pinned/<bytes>: `copy_to_device` / `copy_to_host` between a
@@ -40,14 +42,20 @@
 
 #include <boost/asio/detached.hpp>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -96,10 +104,76 @@ void check(cublasStatus_t s, const char* call) {
   if (s != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(call) + " failed: " + std::to_string(s));
 }
 
+// A thread that waits for events (polling) and fulfils a promise per event: the completion
+// hand-off of an asynchronous runtime, without xdev.
+class Handoff {
+ public:
+  Handoff() : thread_([this] { serve(); }) {}
+  Handoff(const Handoff&) = delete;
+  Handoff& operator=(const Handoff&) = delete;
+  ~Handoff() {
+    {
+      std::lock_guard lk(m_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
+
+  // A future that becomes ready when `s` has run everything enqueued so far.
+  std::future<void> wait_after(cudaStream_t s) {
+    cudaEvent_t ev = nullptr;
+    {
+      std::lock_guard lk(m_);
+      if (!events_.empty()) {
+        ev = events_.back();
+        events_.pop_back();
+      }
+    }
+    if (ev == nullptr) check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaEventRecord(ev, s), "cudaEventRecord");
+    std::promise<void> p;
+    auto f = p.get_future();
+    {
+      std::lock_guard lk(m_);
+      queue_.push_back({ev, std::move(p)});
+    }
+    cv_.notify_one();
+    return f;
+  }
+
+ private:
+  void serve() {
+    cudaSetDevice(0);
+    std::unique_lock lk(m_);
+    while (true) {
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      auto item = std::move(queue_.front());
+      queue_.pop_front();
+      lk.unlock();
+      while (cudaEventQuery(item.first) == cudaErrorNotReady) {
+      }
+      item.second.set_value();
+      lk.lock();
+      events_.push_back(item.first);
+    }
+  }
+
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::pair<cudaEvent_t, std::promise<void>>> queue_;
+  std::vector<cudaEvent_t> events_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // Raw CUDA on the device xdev calls CUDA:0: a stream and a cuBLAS handle of the benchmark's own.
 struct Raw {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  Handoff handoff;
   Raw() {
     check(cudaSetDevice(0), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -127,13 +201,27 @@ bool ready(benchmark::State& st) {
   return true;
 }
 
-// Device memory of the benchmark's own.
+// Device memory of the benchmark's own: from cudaMalloc, or from the device's stream-ordered pool
+// (cudaMallocAsync, where the plugin allocates) for the diagnostic sides.
 struct DeviceBlock {
-  explicit DeviceBlock(std::size_t bytes) { check(cudaMalloc(&p, bytes), "cudaMalloc"); }
+  explicit DeviceBlock(std::size_t bytes, bool pool = false) : pool(pool) {
+    if (pool) {
+      check(cudaMallocAsync(&p, bytes, nullptr), "cudaMallocAsync");
+      check(cudaStreamSynchronize(nullptr), "cudaStreamSynchronize");
+    } else {
+      check(cudaMalloc(&p, bytes), "cudaMalloc");
+    }
+  }
   DeviceBlock(const DeviceBlock&) = delete;
   DeviceBlock& operator=(const DeviceBlock&) = delete;
-  ~DeviceBlock() { cudaFree(p); }
+  ~DeviceBlock() {
+    if (pool)
+      cudaFreeAsync(p, nullptr);
+    else
+      cudaFree(p);
+  }
   void* p = nullptr;
+  bool pool;
 };
 
 struct PinnedBlock {
@@ -167,8 +255,33 @@ void submit(benchmark::State& st, std::int64_t per_wait) {
       check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
     }
   };
-  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"raw", raw_side}}, per_wait == 1 ? 200 : 10,
-                              static_cast<double>(per_wait));
+  // Diagnostic side: the raw launches, with the completion seen by another thread (polling an
+  // event, as the plugin's completion thread does) and handed to the waiting one through a
+  // std::future: the part of xdev's cost that any asynchronous completion has.
+  auto handoff_side = [&](std::int64_t calls) {
+    for (std::int64_t c = 0; c < calls; ++c) {
+      for (std::int64_t i = 0; i < per_wait; ++i)
+        check(xdev_cuda::kernels::scale(XDEV_DTYPE_F32, rx.p, n, 1.0, r.stream), "scale");
+      r.handoff.wait_after(r.stream).get();
+    }
+  };
+  // Diagnostic side: each raw launch followed by an event record, as the plugin records one per
+  // operation to report its completion.
+  std::vector<cudaEvent_t> events(static_cast<std::size_t>(per_wait));
+  for (auto& e : events) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  auto events_side = [&](std::int64_t calls) {
+    for (std::int64_t c = 0; c < calls; ++c) {
+      for (std::int64_t i = 0; i < per_wait; ++i) {
+        check(xdev_cuda::kernels::scale(XDEV_DTYPE_F32, rx.p, n, 1.0, r.stream), "scale");
+        check(cudaEventRecord(events[static_cast<std::size_t>(i)], r.stream), "cudaEventRecord");
+      }
+      check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
+    }
+  };
+  xdev_bench::run_interleaved(
+      st, {{"xdev", xdev_side}, {"raw", raw_side}, {"handoff", handoff_side}, {"raw_events", events_side}},
+      per_wait == 1 ? 200 : 10, static_cast<double>(per_wait));
+  for (auto e : events) cudaEventDestroy(e);
 }
 
 void submit_latency(benchmark::State& st) {
@@ -195,7 +308,7 @@ void transfer(benchmark::State& st, bool to_device, bool pinned) {
   }
   std::memset(host, 1, bytes);
   Raw& r = raw();
-  DeviceBlock block(bytes);
+  DeviceBlock block(bytes), pool_block(bytes, true);
   auto xdev_side = [&](std::int64_t calls) {
     for (std::int64_t i = 0; i < calls; ++i) {
       if (to_device)
@@ -204,17 +317,20 @@ void transfer(benchmark::State& st, bool to_device, bool pinned) {
         dev.copy_to_host(arr, std::span<std::uint8_t>(host, bytes)).get();
     }
   };
-  auto raw_side = [&](std::int64_t calls) {
-    for (std::int64_t i = 0; i < calls; ++i) {
-      if (to_device)
-        check(cudaMemcpyAsync(block.p, host, bytes, cudaMemcpyHostToDevice, r.stream), "cudaMemcpyAsync");
-      else
-        check(cudaMemcpyAsync(host, block.p, bytes, cudaMemcpyDeviceToHost, r.stream), "cudaMemcpyAsync");
-      check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
-    }
+  auto raw_on = [&](void* device_memory) {
+    return [&, device_memory](std::int64_t calls) {
+      for (std::int64_t i = 0; i < calls; ++i) {
+        if (to_device)
+          check(cudaMemcpyAsync(device_memory, host, bytes, cudaMemcpyHostToDevice, r.stream), "cudaMemcpyAsync");
+        else
+          check(cudaMemcpyAsync(host, device_memory, bytes, cudaMemcpyDeviceToHost, r.stream), "cudaMemcpyAsync");
+        check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
+      }
+    };
   };
   const std::int64_t chunk = bytes >= 16 * MiB ? 2 : 20;
-  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"cuda", raw_side}}, chunk, 1, static_cast<double>(bytes));
+  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"cuda", raw_on(block.p)}, {"cuda_pool", raw_on(pool_block.p)}},
+                              chunk, 1, static_cast<double>(bytes));
 }
 
 void to_device_pinned(benchmark::State& st) {
@@ -242,8 +358,9 @@ void gemm(benchmark::State& st, xdev::DType compute) {
   dev.copy_to_device(std::span<const float>(init), b).get();
   Raw& r = raw();
   DeviceBlock ra(count * 4), rb(count * 4), rc(count * 4);
-  check(cudaMemcpy(ra.p, init.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(rb.p, init.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  DeviceBlock pa(count * 4, true), pb(count * 4, true), pc(count * 4, true);
+  for (void* p : {ra.p, rb.p, pa.p, pb.p})
+    check(cudaMemcpy(p, init.data(), count * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   const cublasComputeType_t type = compute == xdev::DType::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF : CUBLAS_COMPUTE_32F;
   const float one = 1.0f, zero = 0.0f;
   const int ni = static_cast<int>(n);
@@ -252,20 +369,26 @@ void gemm(benchmark::State& st, xdev::DType compute) {
     xdev::AutocastScope scope(xdev::AutocastKey::cuda, compute == xdev::DType::bf16);
     for (std::int64_t i = 0; i < calls; ++i) ops::gemm(dev, a, b, c).get();
   };
-  auto raw_side = [&](std::int64_t calls) {
-    for (std::int64_t i = 0; i < calls; ++i) {
-      check(cublasGemmEx(r.blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, rb.p, CUDA_R_32F, ni, ra.p, CUDA_R_32F, ni,
-                         &zero, rc.p, CUDA_R_32F, ni, type, CUBLAS_GEMM_DEFAULT),
-            "cublasGemmEx");
-      check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
-    }
+  auto raw_on = [&](const DeviceBlock& A, const DeviceBlock& B, const DeviceBlock& C) {
+    return [&](std::int64_t calls) {
+      for (std::int64_t i = 0; i < calls; ++i) {
+        check(cublasGemmEx(r.blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, B.p, CUDA_R_32F, ni, A.p, CUDA_R_32F, ni,
+                           &zero, C.p, CUDA_R_32F, ni, type, CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx");
+        check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
+      }
+    };
   };
+  auto raw_side = raw_on(ra, rb, rc);
+  auto pool_side = raw_on(pa, pb, pc);
   xdev_side(1);  // warm-up: cuBLAS picks and loads its kernels
   raw_side(1);
-  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"cublas", raw_side}}, 2);
+  pool_side(1);
+  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"cublas", raw_side}, {"cublas_pool", pool_side}}, 2);
   const double flop = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
   st.counters["xdev_tflops"] = flop / st.counters["xdev_ns"] / 1e3;
   st.counters["cublas_tflops"] = flop / st.counters["cublas_ns"] / 1e3;
+  st.counters["cublas_pool_tflops"] = flop / st.counters["cublas_pool_ns"] / 1e3;
 }
 
 void gemm_f32(benchmark::State& st) {
@@ -316,6 +439,11 @@ void all_reduce_mixed(benchmark::State& st) {
                          .goal = Goal::at_most,
                          .bound = 1.2,
                          .unit = "op"});
+  xdev_bench::add_ratio({.label = "submit/latency xdev/handoff",
+                         .benchmark = "submit/latency",
+                         .subject = "xdev",
+                         .baseline = "handoff",
+                         .unit = "op"});
   benchmark::RegisterBenchmark("submit/stream64", submit_stream64)->UseManualTime();
   xdev_bench::add_ratio({.label = "submit/stream64 xdev/raw",
                          .benchmark = "submit/stream64",
@@ -323,6 +451,11 @@ void all_reduce_mixed(benchmark::State& st) {
                          .baseline = "raw",
                          .goal = Goal::at_most,
                          .bound = 1.1,
+                         .unit = "op"});
+  xdev_bench::add_ratio({.label = "submit/stream64 xdev/raw_events",
+                         .benchmark = "submit/stream64",
+                         .subject = "xdev",
+                         .baseline = "raw_events",
                          .unit = "op"});
   for (bool pinned : {true, false})
     for (bool dir : {true, false}) {

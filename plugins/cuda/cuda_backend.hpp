@@ -13,8 +13,8 @@
 ///   enqueued on it as soon as they hold an in-flight slot, without a host round trip in between.
 ///   Calls not bound to a stream go to the device's own stream.
 /// - Completion: an event recorded after each operation, which one thread per device waits for in
-///   submission order (spinning briefly on `cudaEventQuery`, then sleeping in
-///   `cudaEventSynchronize` on a blocking-sync event); `XDEV_CUDA_COMPLETION=host_func` reports
+///   submission order (polling `cudaEventQuery` about every microsecond for 2 ms, then every
+///   10 us between short sleeps); `XDEV_CUDA_COMPLETION=host_func` reports
 ///   through `cudaLaunchHostFunc` instead (the host function hands the record to the same
 ///   thread, since CUDA forbids CUDA calls inside it). docs/cuda.md compares the two.
 /// - Transfers: `cudaMemcpyAsync`. Page-locked host memory is used directly; pageable memory goes
@@ -67,6 +67,10 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 
 namespace xdev_cuda {
 
@@ -423,8 +427,18 @@ class Cuda {
   /// xdev destroys a queue only once every operation on it has completed.
   void destroy_queue(std::size_t device, queue_handle q) noexcept {
     if (q == nullptr) return;
-    if (device < devices_.size()) select(*devices_[device]);
-    cudaStreamSynchronize(q);
+    if (device < devices_.size()) {
+      Dev& d = *devices_[device];
+      select(d);
+      cudaStreamSynchronize(q);
+      std::lock_guard lk(d.blas_m);
+      if (const auto it = d.blas.find(q); it != d.blas.end()) {
+        cublasDestroy(it->second);
+        d.blas.erase(it);
+      }
+    } else {
+      cudaStreamSynchronize(q);
+    }
     cudaStreamDestroy(q);
   }
   /// The calling thread's next calls for `device` enqueue on `q` (until `unbind_queue`).
@@ -521,16 +535,16 @@ class Cuda {
     auto p = pending(d, std::move(done), "dot");
     {
       std::lock_guard lk(d.blas_m);
-      blas(d, cublasSetStream(d.blas, s), "cublasSetStream");
-      blas(d, cublasSetPointerMode(d.blas, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
+      const cublasHandle_t h = blas_for(d, s);
+      blas(d, cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE), "cublasSetPointerMode");
       cublasStatus_t st;
       if constexpr (std::is_same_v<T, float>)
-        st = cublasSdot(d.blas, static_cast<int>(a.n), static_cast<const float*>(a.x), 1,
-                        static_cast<const float*>(a.y), 1, static_cast<float*>(out));
+        st = cublasSdot(h, static_cast<int>(a.n), static_cast<const float*>(a.x), 1, static_cast<const float*>(a.y), 1,
+                        static_cast<float*>(out));
       else
-        st = cublasDdot(d.blas, static_cast<int>(a.n), static_cast<const double*>(a.x), 1,
-                        static_cast<const double*>(a.y), 1, static_cast<double*>(out));
-      cublasSetPointerMode(d.blas, CUBLAS_POINTER_MODE_HOST);
+        st = cublasDdot(h, static_cast<int>(a.n), static_cast<const double*>(a.x), 1, static_cast<const double*>(a.y),
+                        1, static_cast<double*>(out));
+      cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST);
       if (st != CUBLAS_STATUS_SUCCESS) {
         cudaFreeAsync(out, s);
         throw cublas_failure(d.label + ": dot", "cublas?dot", st);
@@ -607,13 +621,13 @@ class Cuda {
     cublasStatus_t st;
     {
       std::lock_guard lk(d.blas_m);
-      blas(d, cublasSetStream(d.blas, s), "cublasSetStream");
+      const cublasHandle_t h = blas_for(d, s);
       if constexpr (std::is_same_v<T, float>) {
-        st = cublasGemmEx(d.blas, op_b, op_a, n, m, k, &a.alpha, B, input_type, static_cast<int>(a.ldb), A, input_type,
+        st = cublasGemmEx(h, op_b, op_a, n, m, k, &a.alpha, B, input_type, static_cast<int>(a.ldb), A, input_type,
                           static_cast<int>(a.lda), &a.beta, a.c, CUDA_R_32F, static_cast<int>(a.ldc),
                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
       } else {
-        st = cublasDgemm(d.blas, op_b, op_a, n, m, k, &a.alpha, static_cast<const double*>(B), static_cast<int>(a.ldb),
+        st = cublasDgemm(h, op_b, op_a, n, m, k, &a.alpha, static_cast<const double*>(B), static_cast<int>(a.ldb),
                          static_cast<const double*>(A), static_cast<int>(a.lda), &a.beta, static_cast<double*>(a.c),
                          static_cast<int>(a.ldc));
       }
@@ -701,15 +715,20 @@ class Cuda {
     std::string label;                    // "CUDA:0"
     cudaStream_t stream = nullptr;        // unbound calls
     cudaStream_t alloc_stream = nullptr;  // allocations and frees
-    cublasHandle_t blas = nullptr;
-    std::mutex blas_m;  // the handle's stream and pointer mode are per call
+    // One cuBLAS handle per stream, made on the stream's first gemm or dot: a handle switched
+    // between streams loses its workspace at every switch (cublasSetStream resets it).
+    std::map<cudaStream_t, cublasHandle_t> blas;
+    std::mutex blas_m;  // guards `blas`, and a handle's pointer mode during a call
 
     // Completions, in submission order, served by `completer`.
     std::mutex m;
     std::condition_variable cv;
     std::deque<detail::Pending*> done_queue;
-    std::vector<cudaEvent_t> events;  // recycled (under m)
+    std::atomic<std::size_t> queued{0};  // done_queue's size, read without the lock while idle
+    std::mutex events_m;
+    std::vector<cudaEvent_t> events;  // recycled (under events_m)
     bool stopping = false;
+    bool sleeping = false;  // the completion thread waits on `cv` (else it polls `done_queue`)
     std::thread completer;
 
     // Set once a sticky error was seen: every later call fails with it.
@@ -772,7 +791,10 @@ class Cuda {
   }
 
   // Makes `d` the calling thread's current CUDA device.
-  static void select(const Dev& d) noexcept { cudaSetDevice(d.info.ordinal); }
+  static void select(const Dev& d) noexcept {
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || current != d.info.ordinal) cudaSetDevice(d.info.ordinal);
+  }
 
   Dev& dev(std::size_t device) {
     if (device >= devices_.size())
@@ -801,6 +823,19 @@ class Cuda {
       throw xdev::error(xdev::errc::unavailable, err.what());
     }
     throw err;
+  }
+
+  // The cuBLAS handle of stream `s` (made on first use). The caller holds `d.blas_m`.
+  cublasHandle_t blas_for(Dev& d, cudaStream_t s) {
+    if (const auto it = d.blas.find(s); it != d.blas.end()) return it->second;
+    cublasHandle_t h = nullptr;
+    blas(d, cublasCreate(&h), "cublasCreate");
+    if (const cublasStatus_t st = cublasSetStream(h, s); st != CUBLAS_STATUS_SUCCESS) {
+      cublasDestroy(h);
+      blas(d, st, "cublasSetStream");
+    }
+    d.blas.emplace(s, h);
+    return h;
   }
 
   void blas(Dev& d, cublasStatus_t st, const char* call) {
@@ -913,6 +948,7 @@ class Cuda {
             std::unique_ptr<Hop> h(static_cast<Hop*>(u));
             std::lock_guard lk(h->d->m);
             h->d->done_queue.push_back(h->p);
+            h->d->queued.fetch_add(1, std::memory_order_release);
             h->d->cv.notify_one();
           },
           hop);
@@ -925,15 +961,14 @@ class Cuda {
     }
     cudaEvent_t ev = nullptr;
     {
-      std::lock_guard lk(d.m);
+      std::lock_guard lk(d.events_m);
       if (!d.events.empty()) {
         ev = d.events.back();
         d.events.pop_back();
       }
     }
     if (ev == nullptr)
-      check(d, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming | cudaEventBlockingSync), p->op,
-            "cudaEventCreateWithFlags");
+      check(d, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), p->op, "cudaEventCreateWithFlags");
     const cudaError_t e = cudaEventRecord(ev, s);
     if (e != cudaSuccess) {
       cudaEventDestroy(ev);
@@ -942,40 +977,79 @@ class Cuda {
     p->event = ev;
     std::lock_guard lk(d.m);
     d.done_queue.push_back(p.release());
-    d.cv.notify_one();
+    d.queued.fetch_add(1, std::memory_order_release);
+    if (d.sleeping) d.cv.notify_one();  // a polling completion thread sees it without a wake-up
   }
 
   // The completion thread of a device: waits for each record's event in order and reports it.
   void serve_completions(Dev& d) {
     select(d);
+#if defined(__linux__)
+    prctl(PR_SET_TIMERSLACK, 1000UL);  // its short sleeps end within a microsecond of their time
+#endif
     std::unique_lock lk(d.m);
     while (true) {
-      d.cv.wait(lk, [&] { return d.stopping || !d.done_queue.empty(); });
+      if (d.done_queue.empty() && !d.stopping) {
+        // The next operation usually follows within microseconds: look for it for a while
+        // before sleeping, so that submitting it costs no wake-up.
+        // (It reads the queue's size without the lock, which the submitting thread takes.)
+        using clock = std::chrono::steady_clock;
+        const auto until = clock::now() + idle_poll;
+        lk.unlock();
+        while (d.queued.load(std::memory_order_acquire) == 0 && clock::now() < until) relax();
+        lk.lock();
+        d.sleeping = true;
+        d.cv.wait(lk, [&] { return d.stopping || !d.done_queue.empty(); });
+        d.sleeping = false;
+      }
       if (d.done_queue.empty()) return;  // stopping, and everything was reported
       detail::Pending* p = d.done_queue.front();
       lk.unlock();
       cudaError_t status = cudaSuccess;
-      if (p->event != nullptr) {
-        // Short operations finish within microseconds: spin on the query for a while, then sleep
-        // in the (blocking-sync) event's wait.
-        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
-        while ((status = cudaEventQuery(p->event)) == cudaErrorNotReady &&
-               std::chrono::steady_clock::now() < spin_until) {
-        }
-        if (status == cudaErrorNotReady) status = cudaEventSynchronize(p->event);
-      }
+      if (p->event != nullptr) status = wait_for_event(p->event);
       lk.lock();
       d.done_queue.pop_front();
-      if (p->event != nullptr) {
-        if (status == cudaSuccess)
-          d.events.push_back(p->event);
-        else
-          cudaEventDestroy(p->event);
-      }
+      d.queued.fetch_sub(1, std::memory_order_relaxed);
       lk.unlock();
+      if (p->event != nullptr) {
+        if (status == cudaSuccess) {
+          std::lock_guard ek(d.events_m);
+          d.events.push_back(p->event);
+        } else {
+          cudaEventDestroy(p->event);
+        }
+      }
       deliver(d, p, status);
       lk.lock();
     }
+  }
+
+  // Waits for `ev`: polling `cudaEventQuery` about every microsecond for `spin_limit` (as
+  // `cudaStreamSynchronize` spins by default on a machine with more cores than GPUs; the pauses
+  // keep the driver's lock free for the threads that enqueue), then every `sleep_poll` in short
+  // sleeps. A blocking wait on the event would save those few wake-ups, but waking from it took
+  // about 0.2 ms on an H200 machine (docs/cuda.md), which is what a 2 ms gemm then lost.
+  static cudaError_t wait_for_event(cudaEvent_t ev) {
+    using clock = std::chrono::steady_clock;
+    const auto start = clock::now();
+    cudaError_t status;
+    while ((status = cudaEventQuery(ev)) == cudaErrorNotReady) {
+      const auto now = clock::now();
+      if (now - start < spin_limit) {
+        while (clock::now() - now < std::chrono::microseconds(1)) relax();
+      } else {
+        std::this_thread::sleep_for(sleep_poll);
+      }
+    }
+    return status;
+  }
+
+  static void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
   }
 
   void deliver(Dev& d, detail::Pending* raw, cudaError_t status) {
@@ -1042,7 +1116,6 @@ class Cuda {
       cuda_check(cudaStreamCreateWithFlags(&dv.stream, cudaStreamNonBlocking), dv.label, "cudaStreamCreateWithFlags");
       cuda_check(cudaStreamCreateWithFlags(&dv.alloc_stream, cudaStreamNonBlocking), dv.label,
                  "cudaStreamCreateWithFlags");
-      cublas_check(cublasCreate(&dv.blas), dv.label, "cublasCreate");
       dv.completer = std::thread([this, &dv] { serve_completions(dv); });
     }
     // Peer access between every pair that allows it (copies between them are then direct).
@@ -1084,15 +1157,19 @@ class Cuda {
     for (auto& d : devices_) {
       select(*d);
       for (cudaEvent_t ev : d->events) cudaEventDestroy(ev);
-      if (d->blas != nullptr) cublasDestroy(d->blas);
+      for (const auto& [stream, h] : d->blas) cublasDestroy(h);
       if (d->stream != nullptr) cudaStreamDestroy(d->stream);
       if (d->alloc_stream != nullptr) cudaStreamDestroy(d->alloc_stream);
     }
     devices_.clear();
   }
 
-  // How long the completion thread spins on an event before it sleeps on it.
-  static constexpr int spin_us = 100;
+  // How long the completion thread polls an event continuously, then how long it sleeps between
+  // polls.
+  static constexpr std::chrono::microseconds spin_limit{2000};
+  static constexpr std::chrono::microseconds sleep_poll{10};
+  // How long the completion thread looks for the next operation before it sleeps.
+  static constexpr std::chrono::microseconds idle_poll{100};
 
   CompletionMode mode_ = CompletionMode::poll;
   std::vector<std::unique_ptr<Dev>> devices_;

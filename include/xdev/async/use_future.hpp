@@ -8,9 +8,11 @@
 #include <boost/asio/async_result.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <future>
 #include <memory>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -120,7 +122,13 @@ class Future : public std::future<T> {
   /// `std::future<T>::get()`; the error, if any, is the caller's from here on.
   T get() {
     if (probe_) probe_->retrieved();
+    await_briefly();
     return std::future<T>::get();
+  }
+  /// `std::future<T>::wait()`, after the same brief poll as `get()`.
+  void wait() const {
+    await_briefly();
+    std::future<T>::wait();
   }
   /// `std::future<T>::share()`; errors become the shared future's holders'.
   std::shared_future<T> share() noexcept {
@@ -129,6 +137,17 @@ class Future : public std::future<T> {
   }
 
  private:
+  // Work that completes within microseconds (a kernel on a GPU, a small host op) is usually done
+  // before a sleeping thread would have been woken: poll for up to 50 us first, yielding the CPU
+  // between polls so that a worker waiting for a core runs. Then sleep as std::future does.
+  void await_briefly() const {
+    if (!this->valid()) return;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (this->wait_for(std::chrono::seconds(0)) == std::future_status::timeout &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+  }
+
   void release() noexcept {
     if (!probe_) return;
     if (this->valid())
