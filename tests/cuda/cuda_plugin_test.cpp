@@ -1,8 +1,8 @@
 // The CUDA plugin: how CUDA and cuBLAS failures are reported and its configuration is checked (these
 // run everywhere); then, on a GPU, the backend on its own (devices, capabilities, memory limits)
 // and through AnyDevice (transfers from pageable and page-locked memory, stream order of pageable
-// copies and host tasks, native streams, events between streams, completion modes). The op
-// conformance suite runs in cuda_op_suite.cpp.
+// copies and host tasks, native streams, events between streams, completion modes, a kernel fault).
+// The op conformance suite runs in cuda_op_suite.cpp.
 //
 // Without a GPU the device tests skip with the reason, unless XDEV_TEST_DEVICES lists CUDA: then
 // they fail.
@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <optional>
 #include <span>
@@ -303,6 +304,54 @@ TEST_F(CudaDevice, AGatherWithAnIndexOutOfRangeFailsAndLeavesTheOutputAlone) {
   std::vector<float> back(12);
   dev().copy_to_host(out, std::span<float>(back)).get();
   for (float v : back) EXPECT_EQ(v, -1.0f);
+}
+
+// A kernel that writes to an address no allocation covers leaves the CUDA context unusable for the
+// rest of the process: the operation fails with errc::unavailable and CUDA's message, and so does
+// every later call, at once. Run in a child process of its own (a death test in the threadsafe
+// style re-executes this binary), since no other test could use the GPU after it.
+TEST(CudaFault, AnIllegalAddressMarksTheDeviceLostAndNothingHangs) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (cuda_required()) FAIL() << "CUDA is required (XDEV_TEST_DEVICES) but no device is there";
+    GTEST_SKIP() << "no CUDA device";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int code = 0;
+        {
+          Cuda b;
+          std::promise<void> done;
+          auto f = done.get_future();
+          b.fill(0, xdev::ops::FillArgs<float, void*>{reinterpret_cast<void*>(0x100), 1 << 20, 1.0f},
+                 xdev::Completion([&done](std::exception_ptr ep) {
+                   if (ep)
+                     done.set_exception(ep);
+                   else
+                     done.set_value();
+                 }));
+          if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) std::_Exit(3);  // a hang
+          try {
+            f.get();
+            code = 4;  // the fault went unreported
+          } catch (const xdev::error& e) {
+            if (e.code() != xdev::errc::unavailable ||
+                std::string(e.what()).find("cudaErrorIllegalAddress") == std::string::npos)
+              code = 5;
+          }
+          try {
+            b.allocate(0, 16);
+            code = 6;  // the lost device still allocated
+          } catch (const xdev::error& e) {
+            if (e.code() != xdev::errc::unavailable ||
+                std::string(e.what()).find("CUDA:0 is lost") == std::string::npos)
+              code = 7;
+          }
+        }
+        std::exit(code);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 // The other completion mode gives the same results (host functions instead of polled events).
