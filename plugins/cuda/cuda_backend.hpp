@@ -41,6 +41,7 @@
 #include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/kernels/detail/rounding.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 #include <xdev/policy/capabilities.hpp>
@@ -123,27 +124,15 @@ static_assert(dtype_code<float>() == XDEV_DTYPE_F32 && dtype_code<double>() == X
 template <class T>
 inline constexpr bool is_float_data = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
-// The rounding code of the kernels (cuda_kernels.h) for autocast dtype `compute` on T data: 0 none,
-// 1 to f32, 2 to f16, 3 to bf16.
+// The rounding code of the kernels (0 none, 1 to f32, 2 to f16, 3 to bf16) for autocast dtype
+// `compute` on T data: xdev's own input rounding (`xdev::kernels::detail::Rounding`, same order).
 template <class T>
 int rounding_code(xdev::DType compute, const char* op) {
-  switch (compute) {
-    case xdev::DType::f16:
-      return 2;
-    case xdev::DType::bf16:
-      return 3;
-    case xdev::DType::f32:
-      return std::is_same_v<T, float> ? 0 : 1;
-    case xdev::DType::f64:
-      return 0;
-    default:
-      break;
-  }
-  throw xdev::error(xdev::errc::invalid_argument, std::string(op) + ": compute dtype " +
-                                                      std::string(xdev::name_of(compute)) + " is not accepted for " +
-                                                      std::string(xdev::name_of(xdev::dtype_of<T>)) +
-                                                      " data; accepted: f16, bf16, f32, f64");
+  return static_cast<int>(xdev::kernels::detail::rounding_for<T>(compute, op));
 }
+using xdev::kernels::detail::Rounding;
+static_assert(static_cast<int>(Rounding::none) == 0 && static_cast<int>(Rounding::to_f32) == 1 &&
+              static_cast<int>(Rounding::to_f16) == 2 && static_cast<int>(Rounding::to_bf16) == 3);
 
 // Page-locked host memory, kept for reuse: small slots (results of reductions, gather's status)
 // carved from 64 KiB chunks, and staging buffers in power-of-two sizes up to a cached total.

@@ -7,6 +7,7 @@
 // Without a GPU the device tests skip with the reason, unless XDEV_TEST_DEVICES lists CUDA: then
 // they fail.
 #include "cuda_backend.hpp"
+#include "support/scoped_env.hpp"
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/registry.hpp>
@@ -38,29 +39,7 @@ bool cuda_required() {
   return v != nullptr && (std::string(",") + v + ",").find(",CUDA,") != std::string::npos;
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using xdev_test::ScopedEnv;
 
 TEST(CudaErrors, StatusesAreReportedByNameWithTheCall) {
   const auto oom = xdev_cuda::cuda_failure("CUDA:1", "cudaMallocAsync", cudaErrorMemoryAllocation);

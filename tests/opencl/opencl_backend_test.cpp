@@ -8,6 +8,7 @@
 #include <xdev/device/runtime.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/ops/elementwise.hpp>
+#include "support/scoped_env.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -34,29 +35,7 @@ bool opencl_required() {
   return v != nullptr && (std::string(",") + v + ",").find(",OPENCL,") != std::string::npos;
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using xdev_test::ScopedEnv;
 
 // Calls `f(completion)` and waits for the completion: rethrows what it reports.
 template <class F>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/plugin/loader.hpp>
+#include "support/scoped_env.hpp"
 
 #include <gtest/gtest.h>
 
@@ -64,29 +65,7 @@ class ScratchDir {
   fs::path path_;
 };
 
-// Sets an environment variable for the scope, restoring its previous value.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value->c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using xdev_test::ScopedEnv;
 
 // Points the fixtures' markers (XDEV_TEST_MARKER_DIR) at a scratch directory of this test.
 class Markers {
