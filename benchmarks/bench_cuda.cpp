@@ -8,7 +8,8 @@
 //   ("handoff") is the raw launch with its completion seen by another thread and passed on through
 //   a std::future, the hand-off every asynchronous completion has.
 // submit/stream64: 64 such ops back to back on the default stream, waiting for the last, against 64
-//   raw launches and one synchronize. Goal: at most 1.1x per operation.
+//   raw launches and one synchronize. Goal: at most 1.1x per operation. submit/stream1024: the
+//   same with 1024 ops, where the in-flight bound (MaxInflight, XDEV_MAX_INFLIGHT) takes part.
 // transfer/{to_device,to_host}/pinned/<bytes>: `copy_to_device` / `copy_to_host` between a
 //   page-locked host block (cudaMallocHost) and an xdev array, against cudaMemcpyAsync between the
 //   same kinds of memory + synchronize. Goal: xdev's bandwidth at least 0.95x at 64 MiB.
@@ -290,6 +291,9 @@ void submit_latency(benchmark::State& st) {
 void submit_stream64(benchmark::State& st) {
   submit(st, 64);
 }
+void submit_stream1024(benchmark::State& st) {
+  submit(st, 1024);
+}
 
 void transfer(benchmark::State& st, bool to_device, bool pinned) {
   if (!ready(st)) return;
@@ -456,6 +460,14 @@ void all_reduce_mixed(benchmark::State& st) {
                          .benchmark = "submit/stream64",
                          .subject = "xdev",
                          .baseline = "raw_events",
+                         .unit = "op"});
+  // Long enough for the in-flight bound to matter: run with XDEV_MAX_INFLIGHT=16, 64, 256, 1024 to
+  // see what the CUDA plugin's MaxInflight<256> was chosen from (docs/cuda.md).
+  benchmark::RegisterBenchmark("submit/stream1024", submit_stream1024)->UseManualTime();
+  xdev_bench::add_ratio({.label = "submit/stream1024 xdev/raw",
+                         .benchmark = "submit/stream1024",
+                         .subject = "xdev",
+                         .baseline = "raw",
                          .unit = "op"});
   for (bool pinned : {true, false})
     for (bool dir : {true, false}) {
