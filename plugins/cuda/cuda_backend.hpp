@@ -37,6 +37,7 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/env.hpp>
@@ -432,9 +433,9 @@ class Cuda {
   }
   /// The calling thread's next calls for `device` enqueue on `q` (until `unbind_queue`).
   void bind_queue(std::size_t device, queue_handle q) noexcept {
-    bound_ = Binding{this, device < devices_.size() ? devices_[device].get() : nullptr, q};
+    xdev::QueueBinding<queue_handle>::bind(this, device < devices_.size() ? devices_[device].get() : nullptr, q);
   }
-  void unbind_queue(std::size_t) noexcept { bound_ = Binding{nullptr, nullptr, nullptr}; }
+  void unbind_queue(std::size_t) noexcept { xdev::QueueBinding<queue_handle>::unbind(); }
 
   // ---- ops ----------------------------------------------------------------------------------
 
@@ -761,16 +762,9 @@ class Cuda {
     delete g;
   }
 
-  // The stream bound to the calling thread (by xdev, around the start of a stream's operation).
-  struct Binding {
-    const Cuda* owner;
-    const Dev* device;
-    cudaStream_t stream;
-  };
-  static inline thread_local Binding bound_{nullptr, nullptr, nullptr};
-
+  // The stream bound to the calling thread by xdev, else the device's own.
   cudaStream_t queue_of(const Dev& d) const noexcept {
-    return bound_.owner == this && bound_.device == &d ? bound_.stream : d.stream;
+    return xdev::QueueBinding<cudaStream_t>::queue_of(this, &d, d.stream);
   }
 
   static int current_device() noexcept {

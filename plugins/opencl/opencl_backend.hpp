@@ -25,6 +25,7 @@
 #include "kernels.hpp"
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/env.hpp>
@@ -479,9 +480,9 @@ class OpenCL {
   }
   /// The calling thread's next calls for `device` enqueue on `q` (until `unbind_queue`).
   void bind_queue(std::size_t device, queue_handle q) noexcept {
-    bound_ = Binding{this, device < devices_.size() ? devices_[device].get() : nullptr, q};
+    xdev::QueueBinding<queue_handle>::bind(this, device < devices_.size() ? devices_[device].get() : nullptr, q);
   }
-  void unbind_queue(std::size_t) noexcept { bound_ = Binding{nullptr, nullptr, nullptr}; }
+  void unbind_queue(std::size_t) noexcept { xdev::QueueBinding<queue_handle>::unbind(); }
 
   // ---- the portable operations: OpenCL C kernels (kernels.hpp) ------------------------------
 
@@ -740,19 +741,10 @@ class OpenCL {
     std::atomic<cl_ulong> allocated{0};
   };
 
-  // The queue bound to the calling thread (by xdev, around the start of a stream's operation):
-  // which backend object, which device, which queue.
-  struct Binding {
-    const OpenCL* owner;
-    const Dev* device;
-    cl_command_queue queue;
-  };
-  static inline thread_local Binding bound_{nullptr, nullptr, nullptr};
-
   // Where the calling thread's commands for `d` go: the bound queue of a stream, else the
   // device's own queue.
   cl_command_queue queue_of(const Dev& d) const noexcept {
-    return bound_.owner == this && bound_.device == &d ? bound_.queue : d.queue;
+    return xdev::QueueBinding<cl_command_queue>::queue_of(this, &d, d.queue);
   }
 
   // No event wanted from an enqueue (a command in the middle of a submission).
