@@ -53,6 +53,52 @@ TEST(Throttle, HighWaterEqualsTheBoundExactlyAndNothingIsDropped) {
   EXPECT_GT(s.throttle_waits, 0u);
 }
 
+// Acquire and release skip the lock while nobody waits; under contention they must still hold
+// the bound exactly and lose no slot, whichever path each call takes.
+TEST(Throttle, ConcurrentAcquireAndReleaseNeverExceedTheBoundNorLoseASlot) {
+  constexpr std::size_t bound = 3;
+  xdev::Throttle t(bound);
+  std::atomic<std::size_t> held{0};
+  std::atomic<std::size_t> most{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k)
+    threads.emplace_back([&, k] {
+      for (int i = 0; i < 20000; ++i) {
+        ASSERT_TRUE(t.acquire());
+        const std::size_t now = held.fetch_add(1) + 1;
+        for (std::size_t m = most.load(); now > m && !most.compare_exchange_weak(m, now);) {
+        }
+        held.fetch_sub(1);
+        t.release(((i + k) & 1) != 0);  // both kinds of release
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_LE(most.load(), bound);
+  EXPECT_LE(t.high_water(), bound);
+  EXPECT_EQ(t.in_flight(), 0u);
+  t.wait_idle();  // returns: nothing held, nobody waiting
+  for (std::size_t i = 0; i < bound; ++i) EXPECT_TRUE(t.acquire()) << "every slot came back";
+  EXPECT_EQ(t.in_flight(), bound);
+}
+
+// wait_idle() sleeps on the lock's condition while releases may take the lock-free path: the
+// last release must still wake it.
+TEST(Throttle, WaitIdleWakesWhenTheLastSlotIsReturnedWithoutTheLock) {
+  xdev::Throttle t(4);
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(t.acquire());
+    std::atomic<bool> idle{false};
+    std::thread waiter([&] {
+      t.wait_idle();
+      idle.store(true);
+    });
+    if ((i & 1) != 0) std::this_thread::yield();
+    t.release();
+    waiter.join();  // hangs (and the test times out) on a lost wake-up
+    ASSERT_TRUE(idle.load());
+  }
+}
+
 TEST(Throttle, ASubmitterBlocksUntilASlotFrees) {
   xdev::Runtime<ManualBackend> rt({}, 1);  // MaxInflight<4>, completions driven by the test
   auto dev = rt.device(0);

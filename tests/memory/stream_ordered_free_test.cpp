@@ -11,9 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <future>
 #include <optional>
+#include <thread>
 
 namespace {
 
@@ -66,6 +68,37 @@ TEST(StreamOrderedFree, AFreeDoesNotWaitForWorkSubmittedAfterIt) {
   EXPECT_EQ(dev.memory_stats().bytes_in_use, 0u) << "the free waited for work submitted after it";
   later_gate.set_value();
   after.get();
+}
+
+// Work is counted without a lock while no free is parked, and under the lock while one is; the
+// count moves between the two as frees are parked and run. Several threads dropping buffers
+// behind their own queued work at once must never see a dropped buffer's work write a new one.
+TEST(StreamOrderedFree, ConcurrentDropsBehindQueuedWorkNeverLetTheWorkWriteANewAllocation) {
+  constexpr std::size_t small = 256;
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  std::atomic<int> overwritten{0};
+  auto run = [&](int seed) {
+    auto stream = dev.make_stream();
+    for (int i = 0; i < 300; ++i) {
+      auto busy = stream.execute([] { std::this_thread::yield(); });  // something queued first
+      std::optional<xdev::Array<float, Host>> dropped(xdev::empty<float>(dev, xdev::Shape{small}));
+      auto fill = xdev::ops::fill(stream, *dropped, 1.0f);
+      dropped.reset();
+      auto fresh = dev.allocate<float>(small);
+      std::fill_n(fresh.host_data(), small, float(seed));
+      busy.get();
+      fill.get();
+      if (!std::all_of(fresh.host_data(), fresh.host_data() + small, [&](float v) { return v == float(seed); }))
+        overwritten.fetch_add(1);
+    }
+  };
+  std::thread other(run, 2);
+  run(3);
+  other.join();
+  dev.synchronize();
+  EXPECT_EQ(overwritten.load(), 0) << "a dropped buffer's fill wrote memory handed to a new allocation";
+  EXPECT_EQ(dev.memory_stats().bytes_in_use, 0u) << "a dropped buffer was never freed";
 }
 
 // A copy between two devices runs on one device's stream; the other device's buffer dropped while

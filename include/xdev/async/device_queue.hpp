@@ -139,24 +139,51 @@ class DeviceQueue {
   // So memory is never handed to another allocation while work submitted before the drop (on any
   // stream of this device) may still use it, and a device that is never idle still frees.
 
+  // While no free is parked (the common case) there is one epoch, whose work is counted in
+  // `single_epoch_` without the lock; parking a free moves the count into `epochs_` under the
+  // lock, and draining back to one epoch moves it back.
+
   /// Counts submitted work in the current epoch; returns the epoch for `leave_epoch`.
   [[nodiscard]] std::uint64_t enter_epoch() {
+    std::uint64_t s = single_epoch_.load(std::memory_order_relaxed);
+    while ((s & single) != 0) {
+      // Counted in the only epoch, which cannot end before this work leaves it: its number holds.
+      if (single_epoch_.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed))
+        return epoch_base_.load(std::memory_order_relaxed);
+    }
     std::lock_guard lk(epoch_m_);
+    if ((single_epoch_.load(std::memory_order_relaxed) & single) != 0) {  // back to one epoch meanwhile
+      single_epoch_.fetch_add(1, std::memory_order_acquire);
+      return epoch_base_.load(std::memory_order_relaxed);
+    }
     ++epochs_.back().work;
-    return epoch_base_ + epochs_.size() - 1;
+    return epoch_base_.load(std::memory_order_relaxed) + epochs_.size() - 1;
   }
 
   /// The work counted by `enter_epoch` returning `e` has completed or been discarded; runs the
   /// frees this allows.
   void leave_epoch(std::uint64_t e) noexcept {
+    // With one epoch, `e` is that epoch: an older one would still hold this work.
+    std::uint64_t s = single_epoch_.load(std::memory_order_relaxed);
+    while ((s & single) != 0) {
+      if (single_epoch_.compare_exchange_weak(s, s - 1, std::memory_order_release, std::memory_order_relaxed)) return;
+    }
     std::lock_guard lk(epoch_m_);
-    --epochs_[e - epoch_base_].work;
+    if ((single_epoch_.load(std::memory_order_relaxed) & single) != 0) {
+      single_epoch_.fetch_sub(1, std::memory_order_release);
+      return;
+    }
+    std::uint64_t base = epoch_base_.load(std::memory_order_relaxed);
+    --epochs_[e - base].work;
     while (epochs_.size() > 1 && epochs_.front().work == 0) {
       // Frees only return memory to the allocator (which never calls back here): run them under
       // the lock rather than allocate to carry them out of it.
       for (auto& f : epochs_.front().frees) f();
       epochs_.pop_front();
-      ++epoch_base_;
+      epoch_base_.store(++base, std::memory_order_relaxed);
+    }
+    if (epochs_.size() == 1) {  // nothing parked any more: count without the lock again
+      single_epoch_.store(single | std::exchange(epochs_.back().work, 0), std::memory_order_release);
     }
   }
 
@@ -165,6 +192,10 @@ class DeviceQueue {
   void release_after_work(detail::unique_function<void()> free) noexcept {
     {
       std::lock_guard lk(epoch_m_);
+      const std::uint64_t s = single_epoch_.load(std::memory_order_acquire);
+      if ((s & single) != 0 && s != single) {  // work in flight: the epochs go under the lock
+        epochs_.back().work = single_epoch_.exchange(0, std::memory_order_acq_rel) & ~single;
+      }
       // The newest epoch with work in it, if any (the front holds work unless it is the only one).
       Epoch* last = nullptr;
       if (epochs_.back().work != 0)
@@ -181,6 +212,8 @@ class DeviceQueue {
           // No memory to park it: fall through and wait for the device to go idle instead.
         }
       }
+      if (epochs_.size() == 1 && (single_epoch_.load(std::memory_order_relaxed) & single) == 0)
+        single_epoch_.store(single | std::exchange(epochs_.back().work, 0), std::memory_order_release);
     }
     if (free) {
       wait_for_epochs();
@@ -247,16 +280,20 @@ class DeviceQueue {
   };
   void wait_for_epochs() noexcept {
     for (;;) {
+      if (single_epoch_.load(std::memory_order_acquire) == single) return;  // one epoch, no work
       {
         std::lock_guard lk(epoch_m_);
-        if (epochs_.size() == 1 && epochs_.back().work == 0) return;
+        const std::uint64_t s = single_epoch_.load(std::memory_order_acquire);
+        if (s == single || ((s & single) == 0 && epochs_.size() == 1 && epochs_.back().work == 0)) return;
       }
       std::this_thread::yield();
     }
   }
+  static constexpr std::uint64_t single = std::uint64_t{1} << 63;
   mutable std::mutex epoch_m_;
   std::deque<Epoch> epochs_ = std::deque<Epoch>(1);
-  std::uint64_t epoch_base_ = 0;
+  std::atomic<std::uint64_t> single_epoch_{single};  // `single` | the work in the only epoch
+  std::atomic<std::uint64_t> epoch_base_{0};         // the number of the oldest epoch
   std::atomic<std::size_t> submitted_{0};
   std::atomic<std::size_t> completed_{0};
   std::atomic<std::size_t> failed_{0};

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -45,12 +46,18 @@ class Throttle {
   /// Blocks the calling thread until a slot is held. Returns false, holding nothing, once the
   /// throttle is closed.
   [[nodiscard]] bool acquire() {
+    if (try_take_fast()) return true;
     std::unique_lock lk(m_);
+    freeze_locked();
     if (closed_) return false;
-    if (try_take_locked()) return true;
+    if (try_take_locked()) {
+      settle_locked();
+      return true;
+    }
     blocked me;
     ++waits_;
     waiters_.push_back({true, &me, [&me] { me.grant(); }});
+    settle_locked();
     lk.unlock();
     me.wait();
     return true;
@@ -60,14 +67,17 @@ class Throttle {
   /// releases a slot. Never blocks. Returns false, and never runs `on_granted`, once the throttle
   /// is closed.
   [[nodiscard]] bool async_acquire(detail::unique_function<void()> on_granted) {
-    {
+    if (!try_take_fast()) {
       std::lock_guard lk(m_);
+      freeze_locked();
       if (closed_) return false;
       if (!try_take_locked()) {
         ++waits_;
         waiters_.push_back({true, nullptr, std::move(on_granted)});
+        settle_locked();
         return true;
       }
+      settle_locked();
     }
     on_granted();
     return true;
@@ -79,6 +89,7 @@ class Throttle {
     {
       std::lock_guard lk(m_);
       closed_ = true;
+      freeze_locked();  // for good: every later acquisition takes the lock and sees closed_
     }
     wait_idle();
   }
@@ -87,7 +98,7 @@ class Throttle {
   void after_waiters(detail::unique_function<void()> f) {
     {
       std::lock_guard lk(m_);
-      if (dispatching_ || !waiters_.empty()) {
+      if (dispatching_ || !waiters_.empty()) {  // the state is frozen while either holds
         waiters_.push_back({false, nullptr, std::move(f)});
         return;
       }
@@ -99,17 +110,21 @@ class Throttle {
   /// without help from outside (the releaser's stream has an operation queued), so a blocked
   /// thread may be left asleep until in-flight work reaches the low mark (see the class comment).
   void release(bool more_coming = false) {
+    if (try_give_back_fast(more_coming)) return;
     std::unique_lock lk(m_);
-    --in_use_;
+    freeze_locked();
+    const std::size_t left = count(state_.fetch_sub(1, std::memory_order_acq_rel) - 1);
     if (dispatching_) return;  // the thread already dispatching will see the free slot
-    if (waiters_.empty()) {    // the common case: nobody to serve, nothing to allocate
-      if (in_use_ == 0) idle_cv_.notify_all();
+    if (waiters_.empty()) {
+      if (left == 0) idle_cv_.notify_all();
+      settle_locked();
       return;
     }
-    if (more_coming && in_use_ > low_mark_ && waiters_.front().thread != nullptr) return;
+    if (more_coming && left > low_mark_ && waiters_.front().thread != nullptr) return;
     dispatching_ = true;
+    settle_locked();  // no more releases without the lock while this dispatch runs
     // One at a time, so that serving a waiter allocates nothing.
-    while (!waiters_.empty() && (!waiters_.front().needs_slot || in_use_ < limit_)) {
+    while (!waiters_.empty() && (!waiters_.front().needs_slot || in_use_locked() < limit_)) {
       if (waiters_.front().needs_slot) take_locked();
       detail::unique_function<void()> run = std::move(waiters_.front().run);
       waiters_.pop_front();
@@ -118,26 +133,23 @@ class Throttle {
       lk.lock();
     }
     dispatching_ = false;
-    if (in_use_ == 0 && waiters_.empty()) idle_cv_.notify_all();
+    if (in_use_locked() == 0 && waiters_.empty()) idle_cv_.notify_all();
+    settle_locked();
   }
 
   /// Blocks until no slot is held and nobody waits.
   void wait_idle() {
     std::unique_lock lk(m_);
-    idle_cv_.wait(lk, [&] { return in_use_ == 0 && waiters_.empty() && !dispatching_; });
+    idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
+    idle_cv_.wait(lk, [&] { return in_use_locked() == 0 && waiters_.empty() && !dispatching_; });
+    idle_waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   [[nodiscard]] std::size_t limit() const noexcept { return limit_; }
   /// Slots held now.
-  [[nodiscard]] std::size_t in_flight() const {
-    std::lock_guard lk(m_);
-    return in_use_;
-  }
+  [[nodiscard]] std::size_t in_flight() const noexcept { return count(state_.load(std::memory_order_acquire)); }
   /// The most slots ever held at once.
-  [[nodiscard]] std::size_t high_water() const {
-    std::lock_guard lk(m_);
-    return high_water_;
-  }
+  [[nodiscard]] std::size_t high_water() const noexcept { return high_water_.load(std::memory_order_relaxed); }
   /// How many acquisitions had to wait for a slot.
   [[nodiscard]] std::size_t waits() const {
     std::lock_guard lk(m_);
@@ -192,13 +204,77 @@ class Throttle {
     detail::unique_function<void()> run;
   };
 
+  // The state word: the slots held, and two bits kept by whoever holds the lock. While `frozen`
+  // is clear (nobody waits, no dispatch is running, not closed), acquire and release change the
+  // count with one atomic operation and no lock. Whoever takes the lock sets `frozen` first, so
+  // that the count only changes under the lock from then on, and settles the bits before letting
+  // go. `parked`: a thread blocked in acquire() waits at the head for the low mark; a release that
+  // promises more completions and leaves the count above the low mark then has nothing to do but
+  // count, and does so without the lock too. The release that reaches the low mark takes the lock.
+  static constexpr std::uint64_t frozen = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t parked = std::uint64_t{1} << 62;
+  static constexpr std::size_t count(std::uint64_t state) noexcept {
+    return static_cast<std::size_t>(state & ~(frozen | parked));
+  }
+
+  bool try_take_fast() noexcept {
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    while ((s & frozen) == 0 && count(s) < limit_) {
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed)) {
+        note_high_water(count(s) + 1);
+        return true;
+      }
+    }
+    return false;
+  }
+  bool try_give_back_fast(bool more_coming) {
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    for (;;) {
+      const bool free_path = (s & frozen) == 0;
+      const bool above_low_mark = more_coming && (s & parked) != 0 && count(s) > low_mark_ + 1;
+      if (!free_path && !above_low_mark) return false;
+      if (state_.compare_exchange_weak(s, s - 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+        // Seen by wait_idle() either way: it counts itself in before it reads the state.
+        if (free_path && count(s) == 1 && idle_waiters_.load(std::memory_order_seq_cst) != 0) {
+          std::lock_guard lk(m_);
+          idle_cv_.notify_all();
+        }
+        return true;
+      }
+    }
+  }
+  void freeze_locked() noexcept {
+    state_.fetch_or(frozen, std::memory_order_seq_cst);
+  }
+  // Sets the bits from the state under the lock (see `frozen`, `parked`).
+  void settle_locked() noexcept {
+    std::uint64_t bits = 0;
+    if (closed_ || dispatching_)
+      bits = frozen;
+    else if (!waiters_.empty())
+      bits = waiters_.front().thread != nullptr ? frozen | parked : frozen;
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    while (!state_.compare_exchange_weak(s, (s & ~(frozen | parked)) | bits, std::memory_order_acq_rel,
+                                         std::memory_order_relaxed)) {
+    }
+  }
+  // seq_cst: wait_idle() reads it after counting itself in (see try_give_back_fast).
+  std::size_t in_use_locked() const noexcept {
+    return count(state_.load(std::memory_order_seq_cst));
+  }
+
   bool try_take_locked() {
-    if (dispatching_ || !waiters_.empty() || in_use_ >= limit_) return false;
+    if (dispatching_ || !waiters_.empty() || in_use_locked() >= limit_) return false;
     take_locked();
     return true;
   }
   void take_locked() {
-    if (++in_use_ > high_water_) high_water_ = in_use_;
+    note_high_water(count(state_.fetch_add(1, std::memory_order_acq_rel)) + 1);
+  }
+  void note_high_water(std::size_t n) noexcept {
+    std::size_t h = high_water_.load(std::memory_order_relaxed);
+    while (n > h && !high_water_.compare_exchange_weak(h, n, std::memory_order_relaxed)) {
+    }
   }
 
   mutable std::mutex m_;
@@ -206,8 +282,9 @@ class Throttle {
   std::deque<waiter> waiters_;
   const std::size_t limit_;
   const std::size_t low_mark_;
-  std::size_t in_use_ = 0;
-  std::size_t high_water_ = 0;
+  std::atomic<std::uint64_t> state_{0};
+  std::atomic<std::size_t> high_water_{0};
+  std::atomic<std::size_t> idle_waiters_{0};
   std::size_t waits_ = 0;
   bool dispatching_ = false;
   bool closed_ = false;

@@ -3,11 +3,14 @@
 /// operation record, a future's shared state), so that the steady-state submission path does not
 /// go to the global heap. Like Asio's recycling allocator, but shared by all threads: a submission
 /// allocates on the submitting thread and its completion frees on a worker, so a per-thread cache
-/// would never be hit.
+/// alone would never be hit. Each thread keeps a small magazine per size class in front of the
+/// shared lists and trades blocks with them a batch at a time, so a block's trip from the
+/// submitting thread to a worker and back costs a shared lock once per batch, not twice per block.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <new>
 
@@ -25,20 +28,25 @@ inline constexpr bool block_pool_enabled = true;
 inline constexpr bool block_pool_enabled = true;
 #endif
 
-/// Size classes of 64 to 1024 bytes, each a free list behind its own mutex, holding at most
-/// `max_cached` blocks (what a device with a deep queue recycles; more goes back to the heap).
-/// Larger or over-aligned requests go straight to the heap.
+/// Size classes of 64 to 1024 bytes, each a shared free list behind its own mutex, holding at most
+/// `max_cached` blocks (what a device with a deep queue recycles; more goes back to the heap), and
+/// per thread a magazine of at most `magazine` blocks, traded with the shared list `batch` at a
+/// time. Larger or over-aligned requests go straight to the heap.
 ///
 /// One pool per module (a plugin has its own). The pool object lives in static storage and is
 /// never destroyed, so that work finishing during static destruction can still free into it; at
 /// exit, or when a plugin is unloaded, its caches are emptied and it stops caching (`drain`), so
-/// an unloaded plugin leaves no block behind.
+/// an unloaded plugin leaves no block behind in the pool; blocks in the magazines of threads that
+/// are still running go back to the heap when those threads end.
 class block_pool {
  public:
   static constexpr std::size_t min_block = 64;
   static constexpr std::size_t class_count = 5;  // 64, 128, 256, 512, 1024
   static constexpr std::size_t max_block = min_block << (class_count - 1);
   static constexpr std::size_t max_cached = 4096;
+  /// Blocks a thread keeps per size class, and how many it trades with the shared list at once.
+  static constexpr std::size_t magazine = 64;
+  static constexpr std::size_t batch = magazine / 2;
 
   static block_pool& instance() {
     alignas(block_pool) static unsigned char storage[sizeof(block_pool)];
@@ -50,45 +58,74 @@ class block_pool {
   [[nodiscard]] void* allocate(std::size_t bytes) {
     if (!block_pool_enabled || bytes > max_block || draining_.load(std::memory_order_acquire))
       return ::operator new(bytes);
-    bucket& b = buckets_[class_of(bytes)];
-    {
-      std::lock_guard lk(b.m);
-      if (free_block* f = b.head) {
-        b.head = f->next;
-        --b.count;
+    const std::size_t c = class_of(bytes);
+    thread_cache& tc = local();
+    if (!tc.dead) {
+      if (tc.count[c] == 0) refill(tc, c);
+      if (free_block* f = tc.head[c]) {
+        tc.head[c] = f->next;
+        --tc.count[c];
         return f;
       }
     }
-    return ::operator new(block_size(class_of(bytes)));
+    return ::operator new(block_size(c));
   }
 
   void deallocate(void* p, std::size_t bytes) noexcept {
-    if (!block_pool_enabled || bytes > max_block) {
+    if (!block_pool_enabled || bytes > max_block || draining_.load(std::memory_order_acquire)) {
       ::operator delete(p);
       return;
     }
     const std::size_t c = class_of(bytes);
-    bucket& b = buckets_[c];
-    {
-      std::lock_guard lk(b.m);
-      if (b.count < max_cached && !draining_.load(std::memory_order_relaxed)) {
-        b.head = ::new (p) free_block{b.head};
-        ++b.count;
-        return;
-      }
+    thread_cache& tc = local();
+    if (tc.dead) {  // this thread's cache is gone (it is exiting): straight to the shared list
+      give_back(c, ::new (p) free_block{nullptr});
+      return;
     }
-    ::operator delete(p);
+    if (tc.count[c] == magazine) spill(tc, c);
+    tc.head[c] = ::new (p) free_block{tc.head[c]};
+    ++tc.count[c];
   }
 
  private:
   struct free_block {
     free_block* next;
   };
-  struct bucket {
+  struct alignas(64) bucket {  // one cache line each: threads using different classes do not collide
     std::mutex m;
     free_block* head = nullptr;
     std::size_t count = 0;
   };
+  // A thread's magazines. Trivially destructible, so that it stays usable while the thread's other
+  // thread-local objects are destroyed; `flusher` empties it first and marks it dead.
+  struct thread_cache {
+    free_block* head[class_count];
+    std::uint32_t count[class_count];
+    bool armed;
+    bool dead;
+  };
+  struct flusher {
+    block_pool* pool;
+    thread_cache* cache;
+    ~flusher() {
+      cache->dead = true;
+      for (std::size_t c = 0; c < class_count; ++c) {
+        if (cache->count[c] != 0) pool->give_back(c, cache->head[c]);
+        cache->head[c] = nullptr;
+        cache->count[c] = 0;
+      }
+    }
+  };
+
+  thread_cache& local() noexcept {
+    static thread_local thread_cache tc{};
+    if (!tc.armed) [[unlikely]] {
+      tc.armed = true;
+      static thread_local const flusher f{this, &tc};
+      (void)f;
+    }
+    return tc;
+  }
 
   static constexpr std::size_t block_size(std::size_t c) noexcept { return min_block << c; }
   static std::size_t class_of(std::size_t bytes) noexcept {
@@ -97,7 +134,54 @@ class block_pool {
     return c;
   }
 
-  // Gives every cached block back to the heap and stops caching.
+  // Takes up to `batch` blocks of class `c` from the shared list into the thread's magazine.
+  void refill(thread_cache& tc, std::size_t c) noexcept {
+    bucket& b = buckets_[c];
+    std::lock_guard lk(b.m);
+    for (std::size_t i = 0; i < batch && b.head; ++i) {
+      free_block* f = b.head;
+      b.head = f->next;
+      --b.count;
+      f->next = tc.head[c];
+      tc.head[c] = f;
+      ++tc.count[c];
+    }
+  }
+
+  // Moves `batch` blocks of the thread's full magazine to the shared list.
+  void spill(thread_cache& tc, std::size_t c) noexcept {
+    free_block* first = tc.head[c];
+    free_block* last = first;
+    for (std::size_t i = 1; i < batch; ++i) last = last->next;
+    tc.head[c] = last->next;
+    tc.count[c] -= static_cast<std::uint32_t>(batch);
+    last->next = nullptr;
+    give_back(c, first);
+  }
+
+  // Puts the linked blocks from `first` on the shared list of class `c`; what does not fit
+  // (over `max_cached`, or the pool is draining) goes back to the heap.
+  void give_back(std::size_t c, free_block* first) noexcept {
+    bucket& b = buckets_[c];
+    {
+      std::lock_guard lk(b.m);
+      while (first && b.count < max_cached && !draining_.load(std::memory_order_relaxed)) {
+        free_block* f = first;
+        first = f->next;
+        f->next = b.head;
+        b.head = f;
+        ++b.count;
+      }
+    }
+    while (first) {
+      free_block* f = first;
+      first = f->next;
+      ::operator delete(static_cast<void*>(f));
+    }
+  }
+
+  // Gives every cached block back to the heap and stops caching. Blocks in the magazines of
+  // threads still running go back to the heap when those threads end.
   void drain() noexcept {
     draining_.store(true, std::memory_order_release);
     for (bucket& b : buckets_) {
