@@ -437,6 +437,41 @@ class Cuda {
   }
   void unbind_queue(std::size_t) noexcept { xdev::QueueBinding<queue_handle>::unbind(); }
 
+  // ---- native markers (concepts::NativeMarkers) ---------------------------------------------
+
+  /// A CUDA event recorded on the bound stream; `done` once the stream has reached it (through the
+  /// device's completion thread, like every operation). Another stream of the device waits for it
+  /// with `cudaStreamWaitEvent`: no host round trip.
+  using marker_handle = cudaEvent_t;
+  marker_handle record_marker(std::size_t device, xdev::Completion done) {
+    Dev& d = dev(device);
+    const cudaStream_t s = queue_of(d);
+    cudaEvent_t ev = nullptr;
+    check(d, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "a marker", "cudaEventCreateWithFlags");
+    const cudaError_t e = cudaEventRecord(ev, s);
+    if (e != cudaSuccess) {
+      cudaEventDestroy(ev);
+      check(d, e, "a marker", "cudaEventRecord");
+    }
+    try {
+      complete_on(d, s, pending(d, std::move(done), "marker"));
+    } catch (...) {
+      cudaEventDestroy(ev);
+      throw;
+    }
+    return ev;
+  }
+  /// The later work on the bound stream waits for `m` (recorded on any stream of the device).
+  void wait_marker(std::size_t device, marker_handle m) {
+    Dev& d = dev(device);
+    check(d, cudaStreamWaitEvent(queue_of(d), m, 0), "a wait for a marker", "cudaStreamWaitEvent");
+  }
+  /// Called once the marker was reached: destroying the event then frees it at once.
+  void release_marker(std::size_t device, marker_handle m) noexcept {
+    if (device < devices_.size()) select(*devices_[device]);
+    cudaEventDestroy(m);
+  }
+
   // ---- ops ----------------------------------------------------------------------------------
 
   /// `x[i] = value` for every dtype, as its bytes.

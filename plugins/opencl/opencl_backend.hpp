@@ -484,6 +484,34 @@ class OpenCL {
   }
   void unbind_queue(std::size_t) noexcept { xdev::QueueBinding<queue_handle>::unbind(); }
 
+  // ---- native markers (concepts::NativeMarkers) ---------------------------------------------
+
+  /// A marker event on the bound queue; `done` once the commands before it have completed. The
+  /// event is retained for xdev until `release_marker`.
+  using marker_handle = cl_event;
+  marker_handle record_marker(std::size_t device, xdev::Completion done) {
+    Dev& d = dev(device);
+    std::unique_lock lk(d.m);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueMarkerWithWaitList(queue_of(d), 0, nullptr, &ev), d.label, "clEnqueueMarkerWithWaitList");
+    clRetainEvent(ev);  // xdev's reference; the completion callback owns the other
+    try {
+      complete_on(d, lk, ev, pending(std::move(done), d.label + ": marker"));
+    } catch (...) {
+      clReleaseEvent(ev);
+      throw;
+    }
+    return ev;
+  }
+  /// The commands enqueued later on the bound queue wait for `m` (a marker of any queue of the
+  /// device: all of them share the device's context).
+  void wait_marker(std::size_t device, marker_handle m) {
+    Dev& d = dev(device);
+    std::lock_guard lk(d.m);
+    cl_check(clEnqueueBarrierWithWaitList(queue_of(d), 1, &m, nullptr), d.label, "clEnqueueBarrierWithWaitList");
+  }
+  void release_marker(std::size_t, marker_handle m) noexcept { clReleaseEvent(m); }
+
   // ---- the portable operations: OpenCL C kernels (kernels.hpp) ------------------------------
 
   /// `x[i] = value` by `clEnqueueFillBuffer` with the value's bytes as the pattern (every dtype).

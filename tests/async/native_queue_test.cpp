@@ -2,6 +2,8 @@
 // handed to the stream's queue as soon as it holds an in-flight slot, without waiting for the one
 // before it; completions are still delivered in submission order; work that is not one enqueue
 // keeps host ordering.
+#include <xdev/async/event.hpp>
+#include <xdev/core/metrics.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/runtime.hpp>
 
@@ -157,6 +159,134 @@ TEST(NativeQueues, PoisonFailsWorkAlreadyOnTheQueueAndWorkNotYetStarted) {
   rt.backend().run_all();
   for (auto* f : {&f0, &f1, &f2}) EXPECT_THROW(f->get(), std::runtime_error);
   EXPECT_EQ(rt.backend().enqueued_on().size(), 2u);
+}
+
+}  // namespace
+
+namespace {
+
+// QueueBackend with native markers: a marker is a queued job (it completes when run, after the
+// jobs before it); waits are recorded with the queue they were enqueued on.
+class MarkerBackend : public QueueBackend {
+ public:
+  using QueueBackend::QueueBackend;
+  using marker_handle = std::uint64_t;
+
+  marker_handle record_marker(std::size_t d, xdev::Completion done) {
+    ManualBackend::execute(
+        d, [] {}, std::move(done));
+    std::lock_guard lk(mm_);
+    ++live_markers_;
+    return ++next_marker_;
+  }
+  void wait_marker(std::size_t, marker_handle m) {
+    std::lock_guard lk(mm_);
+    waits_.push_back({bound, m});
+  }
+  void release_marker(std::size_t, marker_handle) noexcept {
+    std::lock_guard lk(mm_);
+    --live_markers_;
+  }
+
+  struct wait_record {
+    queue_handle queue;
+    marker_handle marker;
+  };
+  std::vector<wait_record> waits() const {
+    std::lock_guard lk(mm_);
+    return waits_;
+  }
+  int live_markers() const {
+    std::lock_guard lk(mm_);
+    return live_markers_;
+  }
+
+ private:
+  mutable std::mutex mm_;
+  marker_handle next_marker_ = 0;
+  int live_markers_ = 0;
+  std::vector<wait_record> waits_;
+};
+static_assert(xdev::concepts::NativeMarkers<MarkerBackend>);
+static_assert(!xdev::concepts::NativeMarkers<QueueBackend>);
+
+std::uint64_t native_waits() {
+  return xdev::metrics::counter("stream.wait.native").value();
+}
+
+TEST(NativeMarkers, AWaitOnAnotherStreamsRecordIsEnqueuedWithoutWaitingForIt) {
+  xdev::Runtime<MarkerBackend> rt({.max_inflight = 16}, 1);
+  auto producer = rt.device(0).make_stream();
+  auto consumer = rt.device(0).make_stream();
+  ASSERT_TRUE(producer.has_markers());
+  std::vector<int> order;
+  auto work = producer.execute([&] { order.push_back(1); });
+  const xdev::Event e = producer.record();
+  const auto before = native_waits();
+  consumer.wait(e);
+  auto after = consumer.execute([&] { order.push_back(2); });
+  // work, the marker and the consumer's task are all on the device: the wait held nothing back.
+  EXPECT_EQ(rt.backend().queued(), 3u) << "the consumer's task waited for the event on the host";
+  EXPECT_EQ(native_waits(), before + 1);
+  const auto waits = rt.backend().waits();
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_NE(waits[0].queue, 0u) << "the wait was not enqueued on the consumer's queue";
+  EXPECT_FALSE(e.ready());
+  rt.backend().run_all();
+  work.get();
+  after.get();
+  e.wait();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(rt.backend().live_markers(), 0) << "the marker was not released once its event was ready";
+}
+
+TEST(NativeMarkers, AnEventThatIsReadyNeedsNoWait) {
+  xdev::Runtime<MarkerBackend> rt({.max_inflight = 16}, 1);
+  auto producer = rt.device(0).make_stream();
+  auto consumer = rt.device(0).make_stream();
+  const xdev::Event e = producer.record();
+  rt.backend().run_all();
+  e.wait();
+  consumer.wait(e);
+  auto f = consumer.execute([] {});
+  rt.backend().run_all();
+  f.get();
+  EXPECT_TRUE(rt.backend().waits().empty());
+  EXPECT_EQ(rt.backend().live_markers(), 0);
+}
+
+TEST(NativeMarkers, AnEventOfAnotherDeviceHoldsTheStreamOnTheHost) {
+  xdev::Runtime<MarkerBackend> rt({.max_inflight = 16}, 2);
+  auto producer = rt.device(0).make_stream();
+  auto consumer = rt.device(1).make_stream();
+  auto work = producer.execute([] {});
+  const xdev::Event e = producer.record();
+  consumer.wait(e);
+  auto after = consumer.execute([] {});
+  EXPECT_EQ(rt.backend().queued(), 2u) << "the other device's task was enqueued before the event was ready";
+  EXPECT_TRUE(rt.backend().waits().empty());
+  rt.backend().run_all();  // the work and the marker; the event's delivery releases the consumer
+  rt.backend().run_all();
+  work.get();
+  after.get();
+  EXPECT_EQ(rt.backend().live_markers(), 0);
+}
+
+TEST(NativeMarkers, AnEventWithoutAMarkerHoldsTheStreamOnTheHost) {
+  // A host event (not recorded by a stream) has no marker: the consumer is held until it is set.
+  xdev::Runtime<MarkerBackend> rt({.max_inflight = 16}, 1);
+  auto consumer = rt.device(0).make_stream();
+  const xdev::Event e = xdev::Event::pending();
+  consumer.wait(e);
+  std::atomic<bool> ran{false};
+  auto f = consumer.execute([&] { ran = true; });
+  EXPECT_EQ(rt.backend().queued(), 0u) << "work after the wait was enqueued before the event";
+  e.set();
+  rt.backend().wait_queued(1);
+  rt.backend().run_all();
+  f.get();
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(rt.backend().waits().empty());
 }
 
 }  // namespace

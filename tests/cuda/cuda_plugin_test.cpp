@@ -11,6 +11,7 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/registry.hpp>
+#include <xdev/core/metrics.hpp>
 #include <xdev/ops/ops.hpp>
 
 #include <gmock/gmock.h>
@@ -256,11 +257,17 @@ TEST_F(CudaDevice, AnEventOrdersWorkAcrossStreams) {
   auto x = xdev::empty<float>(dev(), {n});
   const auto producer = dev().make_stream();
   const auto consumer = dev().make_stream();
+  ASSERT_TRUE(producer.has_markers()) << "CUDA events as native markers (ABI 1.6)";
+  // The producer is held by a host task, so its event is surely pending when the consumer waits.
+  producer.execute([] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); }, boost::asio::detached);
   xdev::ops::fill(producer, x, 3.0f, boost::asio::detached);
   for (int i = 0; i < 8; ++i) xdev::ops::scale(producer, x, 0.5f, boost::asio::detached);
+  const auto native = xdev::metrics::counter("stream.wait.native").value();
   consumer.wait(producer.record());
   std::vector<float> back(static_cast<std::size_t>(n));
   consumer.copy_to_host(x.buffer(), std::span<float>(back)).get();
+  EXPECT_EQ(xdev::metrics::counter("stream.wait.native").value(), native + 1)
+      << "the consumer's wait was not a cudaStreamWaitEvent on the producer's event";
   EXPECT_EQ(back.front(), 3.0f / 256.0f);
   EXPECT_EQ(back.back(), 3.0f / 256.0f);
 }

@@ -5,6 +5,7 @@
 // Without an OpenCL driver every test skips with the reason, unless XDEV_TEST_DEVICES lists
 // OPENCL (CTest does so when a driver is registered): then they fail.
 #include "opencl_backend.hpp"
+#include <xdev/core/metrics.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/ops/elementwise.hpp>
@@ -201,6 +202,41 @@ TEST_F(OpenCLBackend, AStreamOnItsOwnQueueRunsItsWorkInOrderHostTasksIncluded) {
   s.copy_to_host(x.buffer(), std::span<float>(out)).get();
   for (std::size_t i = 0; i < n; i += 511) EXPECT_EQ(out[i], 3072.0f) << i;
   s.synchronize();
+}
+
+// A stream waiting for another stream's event on the same device gets a barrier on the other
+// queue's marker event (concepts::NativeMarkers, ABI 1.6): the device orders the two, not the host.
+static_assert(xdev::concepts::NativeMarkers<OpenCL>);
+
+TEST_F(OpenCLBackend, AWaitForAnotherStreamsEventIsABarrierOnItsMarker) {
+  backend_.reset();
+  xdev::Runtime<OpenCL> rt;
+  auto dev = rt.device(0);
+  auto producer = dev.make_stream();
+  auto consumer = dev.make_stream();
+  ASSERT_TRUE(producer.has_markers());
+  constexpr std::size_t n = 4096;
+  auto x = xdev::empty<float>(dev, {static_cast<std::int64_t>(n)});
+  (void)xdev::ops::fill(producer, x, 1.0f).get();
+  std::promise<void> open;
+  auto gate = open.get_future().share();
+  (void)producer.execute([gate] { gate.wait(); });  // holds the producer's queue
+  (void)xdev::ops::fill(producer, x, 7.0f);
+  const xdev::Event e = producer.record();
+  const auto native_before = xdev::metrics::counter("stream.wait.native").value();
+  consumer.wait(e);
+  std::vector<float> out(n, -1.0f);
+  auto read = consumer.copy_to_host(x.buffer(), std::span<float>(out));
+  EXPECT_EQ(xdev::metrics::counter("stream.wait.native").value(), native_before + 1)
+      << "the wait was not a barrier on the producer's marker";
+  EXPECT_EQ(read.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout)
+      << "the consumer read before the producer's event";
+  open.set_value();
+  read.get();
+  EXPECT_TRUE(e.ready());
+  for (std::size_t i = 0; i < n; i += 511) EXPECT_EQ(out[i], 7.0f) << i;
+  producer.synchronize();
+  consumer.synchronize();
 }
 
 TEST_F(OpenCLBackend, AFailedCallNamesTheDeviceTheCallAndTheStatus) {

@@ -77,16 +77,17 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 5,
-                "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp) and 1.4 (before "
-                "the queues) are still accepted");
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 6,
+                "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
+                "the queues) and 1.5 (before the markers) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor;
-    if (minor >= xdev::plugin::queues_minor) continue;
+    if (minor >= xdev::plugin::markers_minor) continue;
     // the size of that minor's table
-    t.struct_size = minor >= xdev::plugin::exp_minor               ? xdev::plugin::detail::table_size_v1_4
+    t.struct_size = minor >= xdev::plugin::queues_minor            ? xdev::plugin::detail::table_size_v1_5
+                    : minor >= xdev::plugin::exp_minor             ? xdev::plugin::detail::table_size_v1_4
                     : minor >= xdev::plugin::describe_device_minor ? xdev::plugin::detail::table_size_v1_3
                                                                    : xdev::plugin::detail::table_size_v1_1;
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor << " of its own size";
@@ -384,6 +385,88 @@ TEST_F(QueueEntries, AnyNullEntryMeansNoQueues) {
   EXPECT_FALSE(PluginBackend(&t, ref.library).native_queues());
   run_stream(&t);
   EXPECT_EQ(queues_created.load(), 0);
+}
+
+// ---- ABI 1.6: native markers ------------------------------------------------------------------
+
+std::atomic<int> markers_recorded{0};
+std::atomic<int> markers_released{0};
+std::atomic<int> marker_waits{0};
+std::atomic<std::uint64_t> last_waited{0};
+
+// The REF plugin runs a device's work in order on its own threads, whatever queue is bound; this
+// marker reports at once, which is enough to check what the host reads and calls.
+xdev_status record_marker_entry(void*, std::uint64_t, const xdev_completion* done, std::uint64_t* out, xdev_error*) {
+  *out = static_cast<std::uint64_t>(++markers_recorded) + 1000;
+  done->complete(done->context, XDEV_OK, nullptr);
+  return XDEV_OK;
+}
+xdev_status wait_marker_entry(void*, std::uint64_t, std::uint64_t m, xdev_error*) {
+  ++marker_waits;
+  last_waited = m;
+  return XDEV_OK;
+}
+void release_marker_entry(void*, std::uint64_t, std::uint64_t) {
+  ++markers_released;
+}
+
+class MarkerEntries : public QueueEntries {
+ protected:
+  void SetUp() override {
+    QueueEntries::SetUp();
+    markers_recorded = markers_released = marker_waits = 0;
+    last_waited = 0;
+    t.record_marker = &record_marker_entry;
+    t.wait_marker = &wait_marker_entry;
+    t.release_marker = &release_marker_entry;
+  }
+  // One stream waits for an event of another on device 0; the waiting stream's task must run.
+  void run_wait(const xdev_plugin_api* api) {
+    xdev::Runtime<PluginBackend> rt({}, api, ref.library);
+    auto producer = rt.device(0).make_stream();
+    auto consumer = rt.device(0).make_stream();
+    auto work = producer.execute([] { return 1; });
+    const xdev::Event e = producer.record();
+    consumer.wait(e);
+    EXPECT_EQ(consumer.execute([] { return 2; }).get(), 2);
+    EXPECT_EQ(work.get(), 1);
+    e.wait();
+  }
+};
+
+TEST_F(MarkerEntries, ATableOfV16WithTheThreeEntriesRecordsMarkersAndReleasesEachOnce) {
+  ASSERT_GE(t.abi_minor, xdev::plugin::markers_minor);
+  EXPECT_TRUE(PluginBackend(&t, ref.library).native_markers());
+  run_wait(&t);
+  EXPECT_EQ(markers_recorded.load(), 1);
+  EXPECT_LE(marker_waits.load(), 1) << "one wait at most (none when the event was ready by then)";
+  if (marker_waits.load() == 1) {
+    EXPECT_EQ(last_waited.load(), 1001u) << "the wait named another marker";
+  }
+  EXPECT_EQ(markers_released.load(), 1) << "a marker was not released, or released twice";
+}
+
+TEST_F(MarkerEntries, ATableOfV15SizeHasNoMarkersAndIsNotReadPastItsEnd) {
+  xdev_plugin_api header = t;
+  header.abi_minor = 5;
+  header.struct_size = xdev::plugin::detail::table_size_v1_5;
+  const GuardedTable table(header, xdev::plugin::detail::table_size_v1_5);
+  EXPECT_NO_THROW(xdev::plugin::check_table(table.api(), "1.5-sized"));
+  EXPECT_TRUE(PluginBackend(table.api(), ref.library).native_queues());
+  EXPECT_FALSE(PluginBackend(table.api(), ref.library).native_markers());
+  run_wait(table.api());
+  EXPECT_EQ(markers_recorded.load(), 0);
+  EXPECT_EQ(marker_waits.load(), 0);
+}
+
+TEST_F(MarkerEntries, AnyNullEntryOrNoQueuesMeansNoMarkers) {
+  t.wait_marker = nullptr;
+  EXPECT_FALSE(PluginBackend(&t, ref.library).native_markers());
+  run_wait(&t);
+  EXPECT_EQ(markers_recorded.load(), 0);
+  t.wait_marker = &wait_marker_entry;
+  t.create_queue = nullptr;
+  EXPECT_FALSE(PluginBackend(&t, ref.library).native_markers()) << "markers without queues";
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -20,16 +21,52 @@ struct EventState {
   std::condition_variable cv;
   bool done = false;
   std::vector<unique_function<void()>> callbacks;
+  // While pending: the native marker the recording stream's queue put at this point, if any
+  // (`concepts::NativeMarkers`), and how to let go of it once the event is ready.
+  const void* marker_queue = nullptr;
+  std::uint64_t marker = 0;
+  unique_function<void()> release_marker;
 
   void set() {
     std::vector<unique_function<void()>> run;
+    unique_function<void()> release;
     {
       std::lock_guard lk(m);
       done = true;
       run.swap(callbacks);
+      release = std::move(release_marker);
+      marker_queue = nullptr;
       cv.notify_all();
     }
+    // Nobody uses the marker after this: a waiter looks at it only under the lock, while pending.
+    if (release) release();
     for (auto& f : run) f();
+  }
+
+  // Keeps the marker `queue` recorded for this point until the event is set (at once if it is).
+  void attach_marker(const void* queue, std::uint64_t handle, unique_function<void()> release) {
+    {
+      std::lock_guard lk(m);
+      if (!done) {
+        marker_queue = queue;
+        marker = handle;
+        release_marker = std::move(release);
+        return;
+      }
+    }
+    release();
+  }
+
+  enum class marker_wait { ready, waited, unavailable };
+  // For a stream that waits for this point: `ready` when the event is set; `waited` when a
+  // marker is attached and `wait(marker_queue, marker)`, called under the lock (so the marker
+  // cannot be released meanwhile), took it; else `unavailable`.
+  template <class Wait>
+  marker_wait wait_on_marker(Wait&& wait) {
+    std::lock_guard lk(m);
+    if (done) return marker_wait::ready;
+    if (marker_queue != nullptr && wait(marker_queue, marker)) return marker_wait::waited;
+    return marker_wait::unavailable;
   }
 
   // Runs `f` once the event is set: at once when it already is, else on the thread that sets it.
@@ -87,6 +124,8 @@ class Event {
   static Event pending() { return Event(std::make_shared<detail::EventState>()); }
   /// For streams: marks the event ready and runs its waiters.
   void set() const { state_->set(); }
+  /// For streams: the shared state (where a native marker of the recording stream is kept).
+  [[nodiscard]] detail::EventState& state() const noexcept { return *state_; }
 
  private:
   explicit Event(std::shared_ptr<detail::EventState> s) : state_(std::move(s)) {}

@@ -50,8 +50,14 @@ inline std::shared_ptr<OpChain> make_chain(const StreamOptions& o, std::unique_p
 class StreamCore {
  public:
   /// An event that becomes ready when all work submitted to this stream so far has completed.
+  /// On a native queue with markers (`concepts::NativeMarkers`) the event also carries the
+  /// queue's marker, which other streams of the device wait on without the host.
   [[nodiscard]] Event record() const {
     Event e = Event::pending();
+    if (has_markers()) {
+      enqueue_node(*queue_, chain_, new record_node(e));
+      return e;
+    }
     enqueue_marker(*queue_, chain_, [e](Completion done) {
       e.set();
       done(nullptr);
@@ -59,8 +65,15 @@ class StreamCore {
     return e;
   }
 
-  /// Work submitted to this stream after this call starts only once `e` is ready.
+  /// Work submitted to this stream after this call starts only once `e` is ready. When this
+  /// stream and the one that recorded `e` are native queues of one device with markers, the
+  /// device orders them (the metric `stream.wait.native` counts these waits); otherwise the
+  /// stream is held on the host until `e` is ready (`stream.wait.host` where a native queue had to).
   void wait(const Event& e) const {
+    if (has_markers()) {
+      enqueue_node(*queue_, chain_, new wait_node(e));
+      return;
+    }
     enqueue_marker(*queue_, chain_,
                    [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
   }
@@ -82,6 +95,11 @@ class StreamCore {
   /// Whether the stream runs on a native in-order queue of its backend (`concepts::NativeQueues`):
   /// its operations are handed to the device without waiting for the ones before them.
   [[nodiscard]] bool uses_native_queue() const noexcept { return chain_->native(); }
+  /// Whether that queue also has native markers (`concepts::NativeMarkers`): events recorded on
+  /// it are waited for by the device, not the host, on the device's other streams.
+  [[nodiscard]] bool has_markers() const noexcept {
+    return chain_->native_queue() != nullptr && chain_->native_queue()->has_markers();
+  }
 
   /// The policy the stream was made with.
   [[nodiscard]] ErrorPolicy error_policy() const noexcept {

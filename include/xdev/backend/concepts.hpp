@@ -200,6 +200,24 @@ concept NativeQueues = requires { typename B::queue_handle; } &&
   { b.unbind_queue(device) } noexcept;
 };
 
+/// Optional, with native queues: markers, so that a stream waiting for an event recorded on
+/// another stream of the same device gets a dependency the device resolves (an OpenCL marker event
+/// and a barrier on it; a CUDA event and `cudaStreamWaitEvent`) instead of a hold on the host.
+/// `record_marker` enqueues a marker on the bound queue and calls `done` once everything enqueued
+/// before it on that queue has completed; `wait_marker` makes the work enqueued later on the bound
+/// queue wait for a marker of any queue of the same device; `release_marker` lets go of a marker
+/// (xdev releases each one once, when its event is ready, and never waits on it afterwards). A
+/// handle is an integer or a pointer. `native_markers()`, when present, may decline at run time.
+template <class B>
+concept NativeMarkers = NativeQueues<B> && requires { typename B::marker_handle; } &&
+    (std::is_integral_v<typename B::marker_handle> || std::is_pointer_v<typename B::marker_handle>) &&
+    sizeof(typename B::marker_handle) <= sizeof(std::uint64_t) &&
+    requires(B& b, std::size_t device, typename B::marker_handle m, Completion done) {
+  { b.record_marker(device, std::move(done)) } -> std::same_as<typename B::marker_handle>;
+  b.wait_marker(device, m);
+  { b.release_marker(device, m) } noexcept;
+};
+
 // clang-format on
 
 }  // namespace xdev::concepts

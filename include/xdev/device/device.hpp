@@ -20,6 +20,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace xdev {
@@ -194,7 +195,52 @@ class BackendQueue final : public NativeQueue {
   void bind() noexcept override { b_->bind_queue(device_, q_); }
   void unbind() noexcept override { b_->unbind_queue(device_); }
 
+  [[nodiscard]] bool has_markers() const noexcept override {
+    if constexpr (concepts::NativeMarkers<B>) {
+      if constexpr (requires(const B& b) {
+                      { b.native_markers() } -> std::convertible_to<bool>;
+                    })
+        return std::as_const(*b_).native_markers();
+      return true;
+    }
+    return false;
+  }
+  [[nodiscard]] bool shares_markers_with(const NativeQueue& other) const noexcept override {
+    const auto* o = dynamic_cast<const BackendQueue*>(&other);
+    return o != nullptr && o->b_ == b_ && o->device_ == device_ && has_markers();
+  }
+  std::uint64_t record_marker(Completion done) override {
+    if constexpr (concepts::NativeMarkers<B>)
+      return to_bits(b_->record_marker(device_, std::move(done)));
+    else
+      return NativeQueue::record_marker(std::move(done));
+  }
+  void wait_marker(std::uint64_t m) override {
+    if constexpr (concepts::NativeMarkers<B>)
+      b_->wait_marker(device_, from_bits(m));
+    else
+      NativeQueue::wait_marker(m);
+  }
+  void release_marker(std::uint64_t m) noexcept override {
+    if constexpr (concepts::NativeMarkers<B>) b_->release_marker(device_, from_bits(m));
+  }
+
  private:
+  template <class H>
+  static std::uint64_t to_bits(H h) noexcept {
+    if constexpr (std::is_pointer_v<H>)
+      return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(h));
+    else
+      return static_cast<std::uint64_t>(h);
+  }
+  static auto from_bits(std::uint64_t m) noexcept {
+    using H = typename B::marker_handle;
+    if constexpr (std::is_pointer_v<H>)
+      return reinterpret_cast<H>(static_cast<std::uintptr_t>(m));
+    else
+      return static_cast<H>(m);
+  }
+
   B* b_;
   std::size_t device_;
   typename B::queue_handle q_;

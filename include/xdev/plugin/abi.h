@@ -61,8 +61,13 @@ extern "C" {
  *   `exp`. Older tables end before them and are still accepted: xdev reads them only for a 1.5 or
  *   newer table whose `struct_size` covers them, uses them only when all three are non-null, and
  *   otherwise orders each stream's work on the host (each operation starts when the one before it
- *   on the stream has completed). */
-#define XDEV_ABI_MINOR 5
+ *   on the stream has completed).
+ * - 1.6 appends native markers: `record_marker`, `wait_marker` and `release_marker`, after
+ *   `bind_queue`. Older tables end before them and are still accepted: xdev reads them only for a
+ *   1.6 or newer table whose `struct_size` covers them, uses them only when all three are non-null
+ *   and the table has queues, and otherwise holds a stream that waits for another stream's event on
+ *   the host until the event is ready. */
+#define XDEV_ABI_MINOR 6
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -417,6 +422,22 @@ typedef struct xdev_plugin_api {
   xdev_status (*create_queue)(void* backend, uint64_t device, uint64_t* out, xdev_error* err);
   void (*destroy_queue)(void* backend, uint64_t device, uint64_t queue);
   void (*bind_queue)(void* backend, uint64_t device, uint64_t queue);
+
+  /* ---- since 1.6 (read only when `abi_minor` >= 6 and `struct_size` covers the field) ---- */
+
+  /* Optional native markers (all three, or none; used only with the 1.5 queues). They let a stream
+   * wait for an event recorded on another stream of the same device without the host:
+   * - record_marker: on the queue bound to the calling thread, a marker; `done` is called once
+   *   everything enqueued on that queue before it has completed. `*out` is an opaque nonzero handle.
+   * - wait_marker: the work enqueued later on the queue bound to the calling thread runs after
+   *   `marker` (recorded on any queue of the same device) has been reached. xdev only waits on a
+   *   marker it has not yet released.
+   * - release_marker: called once per marker, after its `done` has been called; xdev never uses
+   *   the handle afterwards. */
+  xdev_status (*record_marker)(void* backend, uint64_t device, const xdev_completion* done, uint64_t* out,
+                               xdev_error* err);
+  xdev_status (*wait_marker)(void* backend, uint64_t device, uint64_t marker, xdev_error* err);
+  void (*release_marker)(void* backend, uint64_t device, uint64_t marker);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

@@ -32,6 +32,9 @@
 /// - `create_queue`, `destroy_queue` and `bind_queue` (ABI 1.5) are non-null when `B` has native
 ///   in-order queues (`xdev::concepts::NativeQueues`; `bind_queue` with queue 0 calls
 ///   `unbind_queue`); else null, and xdev orders each stream on the host.
+/// - `record_marker`, `wait_marker` and `release_marker` (ABI 1.6) are non-null when `B` also has
+///   native markers (`xdev::concepts::NativeMarkers`); else null, and a stream that waits for
+///   another stream's event is held on the host.
 /// - An operation entry is non-null when `B` has that op member for at least one dtype, and
 ///   `op_dtypes` reports exactly the dtypes (and pairs, for gather and convert) whose `ops::*Args`
 ///   its members accept, checked per dtype with a requires-expression. Constrain your op templates

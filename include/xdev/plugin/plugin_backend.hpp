@@ -100,6 +100,14 @@ class PluginBackend {
       create_queue_ = api->create_queue;
       destroy_queue_ = api->destroy_queue;
       bind_queue_ = api->bind_queue;
+      // Native markers (1.6): all three entries, with the queues, in a table that covers them.
+      if (detail::table_has(api, markers_minor,
+                            offsetof(xdev_plugin_api, release_marker) + sizeof(api->release_marker)) &&
+          api->record_marker != nullptr && api->wait_marker != nullptr && api->release_marker != nullptr) {
+        record_marker_ = api->record_marker;
+        wait_marker_ = api->wait_marker;
+        release_marker_ = api->release_marker;
+      }
     }
     require(api_->create, "create");
     const xdev_client_options o = detail::to_c(options_);
@@ -220,6 +228,32 @@ class PluginBackend {
   }
   void unbind_queue(std::size_t device) noexcept {
     if (bind_queue_ != nullptr) bind_queue_(backend_, device, 0);
+  }
+
+  // ---- native markers (concepts::NativeMarkers; ABI 1.6) --------------------------------------
+
+  using marker_handle = std::uint64_t;
+  /// Whether the plugin has native markers (all three entries of ABI 1.6, with its queues).
+  /// Without them, a stream waiting for another stream's event is held on the host.
+  [[nodiscard]] bool native_markers() const noexcept { return record_marker_ != nullptr; }
+  /// A marker on the bound queue of `device`; `done` once the work before it there has completed.
+  /// \throws xdev::error the plugin's error ("OPENCL: record_marker: ...").
+  marker_handle record_marker(std::size_t device, Completion done) {
+    if (record_marker_ == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native markers");
+    std::uint64_t m = 0;
+    start("record_marker", std::move(done), nullptr,
+          [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
+            return record_marker_(backend_, device, c, &m, e);
+          });
+    return m;
+  }
+  /// Later work on the bound queue of `device` waits for `m`.
+  void wait_marker(std::size_t device, marker_handle m) {
+    if (wait_marker_ == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native markers");
+    call("wait_marker", [&](xdev_error* e) { return wait_marker_(backend_, device, m, e); });
+  }
+  void release_marker(std::size_t device, marker_handle m) noexcept {
+    if (release_marker_ != nullptr) release_marker_(backend_, device, m);
   }
 
   // ---- the Backend concept -------------------------------------------------------------------
@@ -415,6 +449,10 @@ class PluginBackend {
   decltype(xdev_plugin_api::create_queue) create_queue_ = nullptr;
   decltype(xdev_plugin_api::destroy_queue) destroy_queue_ = nullptr;
   decltype(xdev_plugin_api::bind_queue) bind_queue_ = nullptr;
+  // The table's marker entries when it has all three and the queues (ABI 1.6), else null.
+  decltype(xdev_plugin_api::record_marker) record_marker_ = nullptr;
+  decltype(xdev_plugin_api::wait_marker) wait_marker_ = nullptr;
+  decltype(xdev_plugin_api::release_marker) release_marker_ = nullptr;
   void* backend_ = nullptr;
   std::uint32_t abi_minor_ = 0;
   CapabilitySet caps_{};

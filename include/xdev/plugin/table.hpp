@@ -66,7 +66,15 @@ static_assert(exp_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates ex
 inline constexpr std::uint32_t queues_minor = 5;
 static_assert(queues_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates native queues");
 
+/// The ABI minor that appended the native marker entries (`record_marker`, `wait_marker`,
+/// `release_marker`).
+inline constexpr std::uint32_t markers_minor = 6;
+static_assert(markers_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates native markers");
+
 namespace detail {
+
+/// The size of a table of ABI 1.5: everything before `record_marker`, which 1.6 appended.
+inline constexpr std::size_t table_size_v1_5 = offsetof(xdev_plugin_api, record_marker);
 
 /// The size of a table of ABI 1.4: everything before `create_queue`, which 1.5 appended.
 inline constexpr std::size_t table_size_v1_4 = offsetof(xdev_plugin_api, create_queue);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,29 @@ class NativeQueue {
   /// `unbind`.
   virtual void bind() noexcept = 0;
   virtual void unbind() noexcept = 0;
+
+  // Native markers (`concepts::NativeMarkers`); a queue without them keeps the defaults.
+
+  /// Whether this queue records markers, and whether it can wait on those of `other` (a queue of
+  /// the same backend object and device).
+  [[nodiscard]] virtual bool has_markers() const noexcept { return false; }
+  [[nodiscard]] virtual bool shares_markers_with(const NativeQueue& other) const noexcept {
+    (void)other;
+    return false;
+  }
+  /// With this queue bound: a marker that calls `done` once everything enqueued before it on the
+  /// queue has completed.
+  virtual std::uint64_t record_marker(Completion done) {
+    (void)done;
+    throw error(errc::unimplemented, "this queue has no native markers");
+  }
+  /// With this queue bound: later work waits for `marker`, recorded on a queue this one shares
+  /// markers with.
+  virtual void wait_marker(std::uint64_t marker) {
+    (void)marker;
+    throw error(errc::unimplemented, "this queue has no native markers");
+  }
+  virtual void release_marker(std::uint64_t marker) noexcept { (void)marker; }
 };
 
 /// Completion handlers handed to an executor and not yet run (or destroyed unrun). What
@@ -197,6 +221,8 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   OpChain& operator=(const OpChain&) = delete;
 
   [[nodiscard]] bool native() const noexcept { return queue_ != nullptr; }
+  /// The native queue, or null for a host chain.
+  [[nodiscard]] NativeQueue* native_queue() const noexcept { return queue_.get(); }
 
   /// Queues `n`, bound to this chain (which now owns it); starts it at once when the chain is idle.
   void push(ChainNode* n) {

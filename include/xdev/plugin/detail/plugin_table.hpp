@@ -11,6 +11,7 @@
 #include <xdev/core/error.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
+#include <xdev/plugin/detail/entry_guard.hpp>
 #include <xdev/plugin/detail/op_marshal.hpp>
 #include <xdev/plugin/detail/op_table.hpp>
 #include <xdev/policy/capability_set.hpp>
@@ -116,154 +117,6 @@ consteval std::array<std::uint64_t, XDEV_OP_COUNT> op_masks() {
     });
   });
   return m;
-}
-
-// ---- errors and completions -----------------------------------------------------------------
-
-/// Reports `f` through `err` (when the host gave a usable one) and returns its code.
-inline xdev_status report(xdev_error* err, const Failure& f) noexcept {
-  if (err != nullptr && err->struct_size >= sizeof(xdev_error) && err->set != nullptr)
-    err->set(err->context, f.code, f.message.c_str());
-  return f.code;
-}
-
-/// Runs `f()`; returns the failure of the exception it threw, if any.
-template <class F>
-std::optional<Failure> capture(F&& f) noexcept {
-  try {
-    std::forward<F>(f)();
-    return std::nullopt;
-  } catch (...) {
-    return failure_of(std::current_exception());
-  }
-}
-
-/// Runs `f()` and converts what it throws into a status and a message reported through `err`.
-template <class F>
-xdev_status guarded(xdev_error* err, F&& f) noexcept {
-  if (auto failure = capture(std::forward<F>(f))) return report(err, *failure);
-  return XDEV_OK;
-}
-
-/// The state shared by the `xdev::Completion` a backend receives and the entry that made it: the
-/// host's `xdev_completion` is called at most once, and never when the entry returns an error.
-/// While the entry runs, a completion the backend destroys uncalled only marks it dropped (the
-/// entry may still fail); after the entry returned, dropping it reports `errc::internal`.
-class CompletionState {
- public:
-  explicit CompletionState(const xdev_completion& c) noexcept : c_(c) {}
-
-  /// The backend called its completion.
-  void complete(std::exception_ptr ep) noexcept {
-    {
-      std::lock_guard lk(m_);
-      if (finished_) return;
-      finished_ = true;
-    }
-    if (!ep) return c_.complete(c_.context, XDEV_OK, nullptr);
-    const Failure f = failure_of(std::move(ep));
-    c_.complete(c_.context, f.code, f.message.c_str());
-  }
-
-  /// The backend destroyed its completion without calling it.
-  void drop() noexcept {
-    {
-      std::lock_guard lk(m_);
-      if (finished_) return;
-      if (in_call_) {
-        dropped_ = true;
-        return;
-      }
-      finished_ = true;
-    }
-    fire_dropped();
-  }
-
-  /// The backend's member returned normally.
-  void returned() noexcept {
-    {
-      std::lock_guard lk(m_);
-      in_call_ = false;
-      if (finished_ || !dropped_) return;
-      finished_ = true;
-    }
-    fire_dropped();
-  }
-
-  /// The backend's member threw. True when the entry may return the error (the completion was not
-  /// called and now never will be); false when the backend completed before throwing.
-  bool threw() noexcept {
-    std::lock_guard lk(m_);
-    in_call_ = false;
-    if (finished_) return false;
-    finished_ = true;
-    return true;
-  }
-
- private:
-  void fire_dropped() noexcept {
-    c_.complete(c_.context, XDEV_ERR_INTERNAL,
-                "the backend destroyed the completion of an operation without calling it");
-  }
-
-  xdev_completion c_;
-  std::mutex m_;
-  bool in_call_ = true;
-  bool finished_ = false;
-  bool dropped_ = false;
-};
-
-/// The callable inside the `xdev::Completion` a backend receives.
-class CompletionHandle {
- public:
-  explicit CompletionHandle(std::shared_ptr<CompletionState> s) noexcept : s_(std::move(s)) {}
-  CompletionHandle(CompletionHandle&&) noexcept = default;
-  CompletionHandle& operator=(CompletionHandle&&) noexcept = default;
-  CompletionHandle(const CompletionHandle&) = delete;
-  CompletionHandle& operator=(const CompletionHandle&) = delete;
-  ~CompletionHandle() {
-    if (s_) s_->drop();
-  }
-
-  void operator()(std::exception_ptr ep) noexcept {
-    if (auto s = std::move(s_)) s->complete(std::move(ep));
-  }
-
- private:
-  std::shared_ptr<CompletionState> s_;
-};
-
-/// Runs `f(Completion)` for an entry taking an `xdev_completion`, keeping the calling rule: the
-/// host's completion is called exactly once when the entry returns XDEV_OK, never when it returns
-/// an error.
-template <class F>
-xdev_status run_async(xdev_error* err, const xdev_completion* done, F&& f) noexcept {
-  std::shared_ptr<CompletionState> state;
-  auto failure = capture([&] {
-    if (done == nullptr) throw error(errc::invalid_argument, "the completion is null");
-    check_struct_size(done->struct_size, sizeof(xdev_completion), "xdev_completion");
-    if (done->complete == nullptr) throw error(errc::invalid_argument, "xdev_completion::complete is null");
-    state = std::make_shared<CompletionState>(*done);
-    std::forward<F>(f)(Completion(CompletionHandle(state)));
-  });
-  if (!failure) {
-    state->returned();
-    return XDEV_OK;
-  }
-  if (!state || state->threw()) return report(err, *failure);
-  return XDEV_OK;  // the backend completed, then threw: the completion has reported
-}
-
-/// \throws xdev::error `errc::invalid_argument` for a null pointer argument.
-template <class P>
-const P& deref(const P* p, const char* what) {
-  if (p == nullptr) throw error(errc::invalid_argument, std::string(what) + " is null");
-  return *p;
-}
-
-[[noreturn]] inline void throw_not_implemented(const char* op, const std::string& dtypes) {
-  throw error(errc::unimplemented,
-              std::string(op) + " is not implemented for " + dtypes + " by this plugin (its op_dtypes leaves it out)");
 }
 
 // ---- the backend object ---------------------------------------------------------------------
@@ -421,6 +274,29 @@ struct PluginTable {
     }
   }
 
+  // -- native markers (in the table only when `B` has them: `marker_entry`) --
+
+  static xdev_status record_marker(void* p, std::uint64_t device, const xdev_completion* done, std::uint64_t* out,
+                                   xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      if constexpr (concepts::NativeMarkers<B>) {
+        *out = handle_bits(backend(p).record_marker(static_cast<std::size_t>(device), std::move(c)));
+        if (*out == 0) throw error(errc::internal, "record_marker returned the null marker");
+      }
+    });
+  }
+  static xdev_status wait_marker(void* p, std::uint64_t device, std::uint64_t m, xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if constexpr (concepts::NativeMarkers<B>)
+        backend(p).wait_marker(static_cast<std::size_t>(device), handle_from<typename B::marker_handle>(m));
+    });
+  }
+  static void release_marker(void* p, std::uint64_t device, std::uint64_t m) noexcept {
+    if constexpr (concepts::NativeMarkers<B>)
+      backend(p).release_marker(static_cast<std::size_t>(device), handle_from<typename B::marker_handle>(m));
+  }
+
   // -- memory and transfers --
 
   static xdev_status allocate(void* p, std::uint64_t device, std::uint64_t bytes, xdev_memory* out,
@@ -521,6 +397,15 @@ constexpr Fn queue_entry(Fn fn) noexcept {
     return nullptr;
 }
 
+// The marker entries are in the table only when the backend has native markers.
+template <class B, class Fn>
+constexpr Fn marker_entry(Fn fn) noexcept {
+  if constexpr (concepts::NativeMarkers<B>)
+    return fn;
+  else
+    return nullptr;
+}
+
 // An op entry is in the table only when the backend has that op for at least one dtype.
 template <class Table, class Fn>
 constexpr Fn entry_if(std::uint32_t op, Fn fn) noexcept {
@@ -566,6 +451,9 @@ inline constexpr xdev_plugin_api plugin_api{
     queue_entry<B>(&PluginTable<B, Info>::create_queue),
     queue_entry<B>(&PluginTable<B, Info>::destroy_queue),
     queue_entry<B>(&PluginTable<B, Info>::bind_queue),
+    marker_entry<B>(&PluginTable<B, Info>::record_marker),
+    marker_entry<B>(&PluginTable<B, Info>::wait_marker),
+    marker_entry<B>(&PluginTable<B, Info>::release_marker),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
