@@ -134,15 +134,17 @@ void post_with_callback(asio::thread_pool& pool, F f, Handler h) {
   });
 }
 
-// The three configurations under test, alive together so that their chunks can interleave. Raw
-// Asio posts to the worker pool of the unbounded runtime's host backend: the same threads, so
-// that the comparison is not also one between two pools' states in the OS scheduler (with two
-// pools of idle threads, which one wakes faster flipped from run to run, and one-at-a-time round
-// trips moved by +-60%).
+// The configurations under test, alive together so that their chunks can interleave. Raw Asio
+// posts to the worker pool of the runtime it is compared with (`raw_asio`: the unbounded
+// runtime's host backend, `raw_asio_default`: the default runtime's): the same threads, so that
+// the comparison is not also one between two pools' states in the OS scheduler (with two pools of
+// idle threads, which one wakes faster flipped from run to run, and one-at-a-time round trips
+// moved by +-60 to 85%).
 struct Fixture {
   xdev::Runtime<Host> unbounded{options(Config::unbounded)};
   xdev::Runtime<Host> default_bound{options(Config::default_bound)};
   asio::thread_pool& raw = unbounded.backend().pool();
+  asio::thread_pool& raw_default = default_bound.backend().pool();
   xdev::Device<Host> dev_unbounded = unbounded.device(0);
   xdev::Device<Host> dev_default = default_bound.device(0);
 
@@ -169,14 +171,16 @@ void callback_batch(benchmark::State& st) {
       }
     };
   };
-  auto raw = [&](std::int64_t n) {
-    for (std::int64_t b = 0; b < n; ++b) {
-      done.reset(batch_size);
-      for (int i = 0; i < batch_size; ++i)
-        post_with_callback(
-            fx.raw, [] {}, on_done);
-      done.wait();
-    }
+  auto raw_on = [&](asio::thread_pool& pool) {
+    return [&](std::int64_t n) {
+      for (std::int64_t b = 0; b < n; ++b) {
+        done.reset(batch_size);
+        for (int i = 0; i < batch_size; ++i)
+          post_with_callback(
+              pool, [] {}, on_done);
+        done.wait();
+      }
+    };
   };
   auto backend_direct = [&](std::int64_t n) {
     Host& backend = fx.unbounded.backend();
@@ -191,7 +195,8 @@ void callback_batch(benchmark::State& st) {
       st,
       {{"xdev_unbounded", tally.counted("xdev_unbounded", through_xdev(fx.dev_unbounded), batch_size)},
        {"xdev_default", tally.counted("xdev_default", through_xdev(fx.dev_default), batch_size)},
-       {"raw_asio", tally.counted("raw_asio", raw, batch_size)},
+       {"raw_asio", tally.counted("raw_asio", raw_on(fx.raw), batch_size)},
+       {"raw_asio_default", tally.counted("raw_asio_default", raw_on(fx.raw_default), batch_size)},
        {"backend_direct", tally.counted("backend_direct", backend_direct, batch_size)}},
       1, batch_size);
   st.SetItemsProcessed(st.iterations() * batch_size);
@@ -214,21 +219,24 @@ void future_batch(benchmark::State& st) {
       }
     };
   };
-  auto raw = [&](std::int64_t n) {
-    std::vector<std::future<void>> futures;
-    futures.reserve(batch_size);
-    for (std::int64_t b = 0; b < n; ++b) {
-      futures.clear();
-      for (int i = 0; i < batch_size; ++i) futures.push_back(asio::post(fx.raw, asio::use_future([] {})));
-      for (auto& f : futures) f.get();
-    }
+  auto raw_on = [&](asio::thread_pool& pool) {
+    return [&pool](std::int64_t n) {
+      std::vector<std::future<void>> futures;
+      futures.reserve(batch_size);
+      for (std::int64_t b = 0; b < n; ++b) {
+        futures.clear();
+        for (int i = 0; i < batch_size; ++i) futures.push_back(asio::post(pool, asio::use_future([] {})));
+        for (auto& f : futures) f.get();
+      }
+    };
   };
   AllocTally tally;
   xdev_bench::run_interleaved(
       st,
       {{"xdev_unbounded", tally.counted("xdev_unbounded", through_xdev(fx.dev_unbounded), batch_size)},
        {"xdev_default", tally.counted("xdev_default", through_xdev(fx.dev_default), batch_size)},
-       {"raw_asio", tally.counted("raw_asio", raw, batch_size)}},
+       {"raw_asio", tally.counted("raw_asio", raw_on(fx.raw), batch_size)},
+       {"raw_asio_default", tally.counted("raw_asio_default", raw_on(fx.raw_default), batch_size)}},
       1, batch_size);
   st.SetItemsProcessed(st.iterations() * batch_size);
   tally.report(st);
@@ -250,18 +258,21 @@ void callback_latency(benchmark::State& st) {
       }
     };
   };
-  auto raw = [&](std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) {
-      done.reset(1);
-      post_with_callback(
-          fx.raw, [] {}, on_done);
-      done.wait();
-    }
+  auto raw_on = [&](asio::thread_pool& pool) {
+    return [&](std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) {
+        done.reset(1);
+        post_with_callback(
+            pool, [] {}, on_done);
+        done.wait();
+      }
+    };
   };
   xdev_bench::run_interleaved(st,
                               {{"xdev_unbounded", through_xdev(fx.dev_unbounded)},
                                {"xdev_default", through_xdev(fx.dev_default)},
-                               {"raw_asio", raw}},
+                               {"raw_asio", raw_on(fx.raw)},
+                               {"raw_asio_default", raw_on(fx.raw_default)}},
                               latency_chunk);
 }
 
@@ -275,13 +286,16 @@ void future_latency(benchmark::State& st) {
       for (std::int64_t i = 0; i < n; ++i) dev.execute([] {}, xdev::use_future).get();
     };
   };
-  auto raw = [&](std::int64_t n) {
-    for (std::int64_t i = 0; i < n; ++i) asio::post(fx.raw, asio::use_future([] {})).get();
+  auto raw_on = [&](asio::thread_pool& pool) {
+    return [&pool](std::int64_t n) {
+      for (std::int64_t i = 0; i < n; ++i) asio::post(pool, asio::use_future([] {})).get();
+    };
   };
   xdev_bench::run_interleaved(st,
                               {{"xdev_unbounded", through_xdev(fx.dev_unbounded)},
                                {"xdev_default", through_xdev(fx.dev_default)},
-                               {"raw_asio", raw}},
+                               {"raw_asio", raw_on(fx.raw)},
+                               {"raw_asio_default", raw_on(fx.raw_default)}},
                               latency_chunk);
 }
 
@@ -307,9 +321,9 @@ void add_ratio(const std::string& group, const std::string& subject, const std::
     // A batch of futures is what a training step's host loop does: its goal is the tighter one.
     const double bound = std::string_view(group) == "future_batch" ? 1.2 : 1.5;
     add_ratio(group, "xdev_unbounded", "raw_asio", true, unit, bound);
-    add_ratio(group, "xdev_default", "raw_asio", true, unit, bound);
+    add_ratio(group, "xdev_default", "raw_asio_default", true, unit, bound);
   }
-  for (const char* side : {"xdev_unbounded", "xdev_default", "raw_asio"}) {
+  for (const char* side : {"xdev_unbounded", "xdev_default", "raw_asio", "raw_asio_default"}) {
     const bool xdev_side = std::string_view(side).starts_with("xdev");
     xdev_bench::add_figure({.label = std::string("callback_batch ") + side + " heap allocations/op",
                             .benchmark = "submit/callback_batch",
