@@ -124,7 +124,10 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, Handl
   if constexpr (is_detached_handler<Handler>) {
     if (ep) q->keep_error(ep);
   }
-  if constexpr (requires { h.set_error_sink(q); }) h.set_error_sink(q);
+  // Only an error can go unseen (a future dropped unread): a success needs no sink.
+  if constexpr (requires { h.set_error_sink(q); }) {
+    if (ep) h.set_error_sink(q);
+  }
   auto ex = boost::asio::get_associated_executor(h);
   auto invoke = [ticket = std::move(ticket), h = std::move(h), ep = std::move(ep),
                  ... args = std::move(args)]() mutable {
@@ -287,7 +290,7 @@ inline void admit(const std::shared_ptr<DeviceQueue>& q, ChainNode* node) {
   }
   if (!q->throttle().acquire()) {
     node->discard();
-    throw q->shut_down_error();
+    throw q->shut_down_error();  // `q` is the caller's reference: alive without the node's
   }
   q->note_submitted();
   node->push();
@@ -309,8 +312,9 @@ struct submit_initiation {
         new submit_node<T, Launch, H>(queue, std::move(launch), std::move(slot), H(std::forward<Handler>(handler)));
     node->bind(std::move(chain));
     // From here on `this` may be gone: the operation can complete inside admit(), and a coroutine
-    // resumed by its completion destroys the frame that owns this initiation. Use locals only.
-    const std::shared_ptr<DeviceQueue> q = queue;
+    // resumed by its completion destroys the frame that owns this initiation. Use locals only
+    // (the initiation is used once: its reference moves to the local).
+    const std::shared_ptr<DeviceQueue> q = std::move(queue);
     initiating_scope initiating;
     admit(q, node);
   }
