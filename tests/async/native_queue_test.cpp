@@ -289,4 +289,30 @@ TEST(NativeMarkers, AnEventWithoutAMarkerHoldsTheStreamOnTheHost) {
   EXPECT_TRUE(rt.backend().waits().empty());
 }
 
+// A backend that cannot enqueue a wait: the stream is held on the host instead, so the order holds.
+class FailingWaitBackend : public MarkerBackend {
+ public:
+  using MarkerBackend::MarkerBackend;
+  void wait_marker(std::size_t, marker_handle) { throw xdev::error(xdev::errc::internal, "no wait for you"); }
+};
+static_assert(xdev::concepts::NativeMarkers<FailingWaitBackend>);
+
+TEST(NativeMarkers, AWaitTheBackendCannotEnqueueHoldsTheStreamOnTheHost) {
+  xdev::Runtime<FailingWaitBackend> rt({.max_inflight = 16}, 1);
+  auto producer = rt.device(0).make_stream();
+  auto consumer = rt.device(0).make_stream();
+  auto work = producer.execute([] {});
+  const xdev::Event e = producer.record();
+  const auto host_before = xdev::metrics::counter("stream.wait.host").value();
+  consumer.wait(e);
+  auto after = consumer.execute([] {});
+  EXPECT_EQ(rt.backend().queued(), 2u) << "the consumer's task was enqueued although its wait failed";
+  EXPECT_EQ(xdev::metrics::counter("stream.wait.host").value(), host_before + 1);
+  rt.backend().run_all();  // the work, the marker and (once the event is ready) the consumer's task
+  rt.backend().run_all();
+  work.get();
+  after.get();
+  EXPECT_EQ(rt.backend().live_markers(), 0);
+}
+
 }  // namespace

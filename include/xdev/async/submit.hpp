@@ -341,26 +341,39 @@ class marker_node final : public ChainNode {
   unique_function<void(Completion)> at_point_;
 };
 
+/// Queues `node` (not an operation: it takes no in-flight slot) on `chain`, keeping its place
+/// behind waiting submissions.
+inline void enqueue_node(DeviceQueue& queue, const std::shared_ptr<OpChain>& chain, ChainNode* node) {
+  node->bind(chain);
+  queue.throttle().after_waiters(pending_push{nullptr, node});
+}
+
 /// Inserts a marker on `chain` that runs `at_point` when every operation submitted before it has
 /// completed; takes no in-flight slot and keeps its place behind waiting submissions.
 inline void enqueue_marker(DeviceQueue& queue, const std::shared_ptr<OpChain>& chain,
                            unique_function<void(Completion)> at_point) {
-  ChainNode* node = new marker_node(std::move(at_point));
-  node->bind(chain);
-  queue.throttle().after_waiters(pending_push{nullptr, node});
+  enqueue_node(queue, chain, new marker_node(std::move(at_point)));
 }
 
 // Native markers (`concepts::NativeMarkers`), on a chain whose queue has them: both nodes are one
 // enqueue on the stream's queue, so they neither wait for the work before them on the host nor
 // hold back the work after them.
 
-// `Stream::record()`: a marker on the queue; the event is set when the node's turn to be
-// delivered comes (after every completion before it, as on the host chain).
-class record_node final : public ChainNode {
+class event_node : public ChainNode {
  public:
-  explicit record_node(Event e) : event_(std::move(e)) {}
+  explicit event_node(Event e) : event_(std::move(e)) {}
   [[nodiscard]] bool is_operation() const noexcept override { return false; }
   [[nodiscard]] bool queue_ordered() const noexcept override { return true; }
+
+ protected:
+  Event event_;
+};
+
+// `Stream::record()`: a marker on the queue; the event is set when the node's turn to be
+// delivered comes (after every completion before it, as on the host chain).
+class record_node final : public event_node {
+ public:
+  using event_node::event_node;
 
  private:
   void launch(Completion done) override {
@@ -369,26 +382,27 @@ class record_node final : public ChainNode {
     event_.state().attach_marker(q, m, [q, m] { q->release_marker(m); });  // the chain outlives the node
   }
   void finish(std::exception_ptr) noexcept override { event_.set(); }
-  Event event_;
 };
 
 // `Stream::wait(e)`: a wait on the recording queue's marker when `e` has one this queue can wait
 // on; else (another device, a host chain, a record not yet on its queue) the stream is held on
 // the host until `e` is ready, as a host chain does.
-class wait_node final : public ChainNode {
+class wait_node final : public event_node {
  public:
-  explicit wait_node(Event e) : event_(std::move(e)) {}
-  [[nodiscard]] bool is_operation() const noexcept override { return false; }
-  [[nodiscard]] bool queue_ordered() const noexcept override { return true; }
+  using event_node::event_node;
 
  private:
   void launch(Completion done) override {
     NativeQueue* q = chain()->native_queue();
     using W = EventState::marker_wait;
-    const W w = event_.state().wait_on_marker([q](const void* source, std::uint64_t m) {
+    const W w = event_.state().wait_on_marker([q](const void* source, std::uint64_t m) noexcept {
       if (!q->shares_markers_with(*static_cast<const NativeQueue*>(source))) return false;
-      q->wait_marker(m);
-      return true;
+      try {
+        q->wait_marker(m);
+        return true;
+      } catch (...) {
+        return false;  // the backend could not enqueue the wait: the host holds the stream instead
+      }
     });
     if (w == W::unavailable) {
       note_multi_step_launch();  // holds back what follows until `done`
@@ -404,13 +418,7 @@ class wait_node final : public ChainNode {
     done(nullptr);
   }
   void finish(std::exception_ptr) noexcept override {}
-  Event event_;
 };
-
-inline void enqueue_node(DeviceQueue& queue, const std::shared_ptr<OpChain>& chain, ChainNode* node) {
-  node->bind(chain);
-  queue.throttle().after_waiters(pending_push{nullptr, node});
-}
 
 }  // namespace detail
 
