@@ -143,8 +143,8 @@ void post_with_callback(asio::thread_pool& pool, F f, Handler h) {
 struct Fixture {
   xdev::Runtime<Host> unbounded{options(Config::unbounded)};
   xdev::Runtime<Host> default_bound{options(Config::default_bound)};
-  asio::thread_pool& raw = unbounded.backend().pool();
-  asio::thread_pool& raw_default = default_bound.backend().pool();
+  asio::thread_pool& raw = xdev::backends::detail::worker_pool(unbounded.backend());
+  asio::thread_pool& raw_default = xdev::backends::detail::worker_pool(default_bound.backend());
   xdev::Device<Host> dev_unbounded = unbounded.device(0);
   xdev::Device<Host> dev_default = default_bound.device(0);
 

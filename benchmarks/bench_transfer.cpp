@@ -75,7 +75,7 @@ void transfer(benchmark::State& st, Direction dir) {
   const auto n = static_cast<std::size_t>(st.range(0));
   Blocks& b = blocks(n);
   const xdev::Device<Host> dev = b.device.device();
-  boost::asio::thread_pool& pool = runtime().backend().pool();
+  boost::asio::thread_pool& pool = xdev::backends::detail::worker_pool(runtime().backend());
   const bool to_device = dir == Direction::to_device;
   void* dst = to_device ? static_cast<void*>(b.device.host_data()) : b.host_dst.data();
   const void* src = to_device ? static_cast<const void*>(b.host_src.data()) : b.device.host_data();

@@ -17,9 +17,11 @@
 #include <xdev/policy/capabilities.hpp>
 
 #include <boost/asio/defer.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <exception>
@@ -31,6 +33,14 @@
 #include <utility>
 
 namespace xdev::backends {
+
+class Host;
+namespace detail {
+// xdev's own benchmarks compare with raw posts to the very threads of a host backend. Not for
+// users: a handler that throws there ends the process (Asio lets the exception out of the worker),
+// so the pool is not handed out by the public interface.
+boost::asio::thread_pool& worker_pool(Host& host) noexcept;
+}  // namespace detail
 
 /// The host CPU as `XDEV_HOST_DEVICES` devices (default 1), so that meshes can be built and tested
 /// on any machine (like XLA's forced host device count). All host devices share one worker pool
@@ -67,8 +77,12 @@ class Host {
         pool_(std::make_unique<boost::asio::thread_pool>(threads_)) {}
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
-  /// Joins the worker pool after the work already posted has run.
-  ~Host() { pool_->join(); }
+  /// Joins the worker pool after the work already posted has run, then waits for the threads
+  /// that posted work from outside the pool to have left the pool's code (see `run`).
+  ~Host() {
+    pool_->join();
+    while (posting_.load() != 0) std::this_thread::yield();
+  }
 
   [[nodiscard]] std::size_t device_count() const noexcept { return devices_; }
   /// "HOST", or `Options::name`.
@@ -81,8 +95,6 @@ class Host {
     if (devices_ > 1) d += " shared by " + std::to_string(devices_) + " devices";
     return d;
   }
-  /// The worker pool (for ops that split work across it).
-  [[nodiscard]] boost::asio::thread_pool& pool() noexcept { return *pool_; }
 
   /// \throws xdev::error `errc::out_of_memory` when the system cannot provide `bytes`.
   memory_handle allocate(std::size_t device, std::size_t bytes) {
@@ -259,9 +271,14 @@ class Host {
 
   // defer, not post: from a worker (a completion starting a stream's next operation) the work stays
   // on that thread instead of waking another one; from any other thread it is the same as post.
+  //
+  // From a thread outside the pool (a user's, another backend's, the CPU fallback's), Asio wakes a
+  // worker after letting go of the pool's lock: the job may run and complete, and its completion
+  // lead to this backend's destruction, while the posting thread is still inside that wake-up.
+  // `posting_` counts such threads, and the destructor waits for them after joining the pool.
   template <class F>
   void run(F&& f, Completion done) {
-    boost::asio::defer(*pool_, [f = std::forward<F>(f), done = std::move(done)]() mutable {
+    auto job = [f = std::forward<F>(f), done = std::move(done)]() mutable {
       std::exception_ptr ep;
       try {
         f();
@@ -269,13 +286,27 @@ class Host {
         ep = std::current_exception();
       }
       done(std::move(ep));
-    });
+    };
+    if (pool_->get_executor().running_in_this_thread()) return boost::asio::defer(*pool_, std::move(job));
+    posting_.fetch_add(1);
+    struct Leave {
+      std::atomic<std::size_t>& n;
+      ~Leave() { n.fetch_sub(1); }
+    } leave{posting_};
+    boost::asio::post(*pool_, std::move(job));
   }
 
   std::size_t devices_;
   std::size_t threads_;
   std::string name_;
+  friend boost::asio::thread_pool& detail::worker_pool(Host& host) noexcept;
+
   std::unique_ptr<boost::asio::thread_pool> pool_;
+  std::atomic<std::size_t> posting_{0};  // threads outside the pool inside a post to it (see `run`)
 };
+
+inline boost::asio::thread_pool& detail::worker_pool(Host& host) noexcept {
+  return *host.pool_;
+}
 
 }  // namespace xdev::backends

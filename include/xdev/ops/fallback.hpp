@@ -97,17 +97,34 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
         [self = this->shared_from_this(), i] { self->copy_out(i + 1); });
   }
 
-  // Runs one backend transfer; on success continues with `then`, on failure finishes.
+  // Runs one backend transfer; on success continues with `then`, on failure finishes. The next
+  // step waits for two things: the transfer's completion and the call's return. A completion can
+  // run on the backend's thread before the call has returned on this one; continuing from it at
+  // once could finish the op, and let its runtime and backend be destroyed, while this thread is
+  // still inside the backend's call.
   template <class Call, class Then>
   void step(Call&& call, Then then) {
+    struct Join {
+      explicit Join(Then t) : then(std::move(t)) {}
+      std::atomic<int> arrived{0};
+      std::exception_ptr ep;
+      Then then;
+    };
+    auto join = std::make_shared<Join>(std::move(then));
+    auto arrive = [self = this->shared_from_this()](const std::shared_ptr<Join>& j) {
+      if (j->arrived.fetch_add(1, std::memory_order_acq_rel) == 0) return;  // the other party goes on
+      if (j->ep) return self->finish(std::move(j->ep));
+      j->then();
+    };
     try {
-      call(Completion([self = this->shared_from_this(), then = std::move(then)](std::exception_ptr ep) mutable {
-        if (ep) return self->finish(std::move(ep));
-        then();
+      call(Completion([join, arrive](std::exception_ptr ep) mutable {
+        join->ep = std::move(ep);
+        arrive(join);
       }));
     } catch (...) {
-      finish(std::current_exception());
+      return finish(std::current_exception());  // the completion is never called
     }
+    arrive(join);
   }
 
   void finish(std::exception_ptr ep) {
