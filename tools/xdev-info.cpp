@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   try {
     const std::string chosen = xdev::Registry::global().default_backend();
     std::cout << "default backend: " << chosen
-              << (std::getenv("XDEV_DEVICE") != nullptr ? " (XDEV_DEVICE)" : " (highest priority)") << '\n';
+              << (xdev::getenv_string("XDEV_DEVICE") ? " (XDEV_DEVICE)" : " (highest priority)") << '\n';
   } catch (const std::exception& e) {
     std::cout << "default backend: none\n";
     std::cerr << "xdev-info: " << e.what() << '\n';

@@ -369,8 +369,10 @@ TEST(FailureCase, DuplicateNameFirstDirectoryWins) {
   const auto warnings = diagnostics.matching(plugin::Severity::warning, "DUP");
   ASSERT_THAT(warnings, SizeIs(1));
   EXPECT_EQ(warnings[0], "skipped \"" + second.string() + "\": plugin name DUP is already taken by \"" +
-                             first.string() + "\" (the first in the search path wins)");
+                             first.string() +
+                             "\" (the first in the search path wins; not opened: its name note says DUP)");
   EXPECT_EQ(markers.count("dup_second", "initialize"), 0) << "the duplicate was initialized";
+  EXPECT_EQ(markers.count("dup_second", "constructor"), 0) << "the duplicate was mapped: its name note says DUP";
   found = {};
 
   // The rule is the search order, not the file: reversed, the other one wins.
@@ -561,9 +563,21 @@ TEST(Find, LoadsTheNamedPluginAndInitializesNoOther) {
   const auto lib = plugin::find("NEWER_MINOR", plugin::SearchPath{{fixture_dir("mixed")}});
   EXPECT_EQ(lib->name(), "NEWER_MINOR");
   EXPECT_EQ(markers.count("newer_minor", "initialize"), 1);
-  // Opened to read their names, never initialized:
+  // Never initialized; ALPHA has a name note, so it was not even mapped (its constructor never ran).
   EXPECT_EQ(markers.count("alpha", "initialize"), 0);
+  EXPECT_EQ(markers.count("alpha", "constructor"), 0);
   EXPECT_EQ(markers.count("initialize_fails", "initialize"), 0);
+  const auto found = plugin::discover(plugin::SearchPath{{fixture_dir("mixed")}});
+  EXPECT_EQ(markers.count("alpha", "constructor"), 1) << "discovery loads every plugin";
+}
+
+TEST(Find, APluginWhoseNameNoteSaysOtherwiseIsNeverMapped) {
+  Markers markers;
+  CapturedDiagnostics quiet;
+  // dup1/ and dup2/ hold DUP, good/ GOOD: looking for GOOD reads DUP's name from its note.
+  const auto lib = plugin::find("GOOD", plugin::SearchPath{{fixture_dir("dup1"), fixture_dir("good")}});
+  EXPECT_EQ(lib->name(), "GOOD");
+  EXPECT_EQ(markers.count("dup_first", "constructor"), 0) << "DUP's code ran to find GOOD";
 }
 
 TEST(Find, ThePluginsOwnInitializeErrorIsTheError) {

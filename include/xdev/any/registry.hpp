@@ -104,8 +104,10 @@ class Registry {
   /// after the registry is gone.
   using Factory = std::function<std::vector<AnyDevice>(const ClientConfig&)>;
 
-  /// A registry with HOST built in and the plugins of `path` (discovered on first use).
-  explicit Registry(plugin::SearchPath path) : path_(std::move(path)) {
+  /// A registry with HOST built in and the plugins of `path` (discovered on first use), loaded
+  /// as `load` says (`plugin::LoadOptions`: by default untrusted plugin files are refused).
+  explicit Registry(plugin::SearchPath path, plugin::LoadOptions load = {})
+      : path_(std::move(path)), load_(std::move(load)) {
     add_locked("HOST", host_factory(), /*replace=*/false);
   }
   /// A registry searching the process's plugin search path (`plugin::search_path()`).
@@ -347,8 +349,8 @@ class Registry {
 
   void discover_locked() {
     if (discovered_) return;
+    discovery_ = plugin::discover(path_, load_);  // throws only for a malformed variable: tried again next time
     discovered_ = true;
-    discovery_ = plugin::discover(path_);
     for (const auto& lib : discovery_.plugins()) {
       if (find_locked(lib->name()) != nullptr) {
         plugin::detail::diagnose(plugin::Severity::warning,
@@ -426,6 +428,7 @@ class Registry {
 
   mutable std::mutex mutex_;
   plugin::SearchPath path_;
+  plugin::LoadOptions load_;
   bool discovered_ = false;
   plugin::Discovery discovery_;
   std::vector<Entry> entries_;

@@ -4,8 +4,14 @@
 
 #include <xdev/core/error.hpp>
 
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+
+#include <atomic>
 #include <charconv>
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -14,9 +20,51 @@
 
 namespace xdev {
 
+namespace detail {
+// -1: the process's own state; 0 or 1: forced by `set_secure_execution_for_testing`.
+inline std::atomic<int>& secure_execution_forced() noexcept {
+  static std::atomic<int> forced{-1};
+  return forced;
+}
+inline std::atomic<bool>& secure_execution_announced() noexcept {
+  static std::atomic<bool> announced{false};
+  return announced;
+}
+}  // namespace detail
+
+/// True when this process runs in secure-execution mode: it gained privileges its user does not
+/// have when it started (a setuid or setgid program, file capabilities: the kernel's `AT_SECURE`,
+/// what `secure_getenv` obeys). xdev then reads no environment variable at all (`getenv_string`
+/// sees every one as unset), so plugins are searched only in the installed directory.
+[[nodiscard]] inline bool secure_execution() noexcept {
+  const int forced = detail::secure_execution_forced().load(std::memory_order_relaxed);
+  if (forced >= 0) return forced != 0;
+#if defined(__linux__)
+  return ::getauxval(AT_SECURE) != 0;
+#else
+  return false;
+#endif
+}
+
+/// For tests: makes `secure_execution()` answer `on`, or the process's real state again with
+/// `std::nullopt`. Affects this program's copy of xdev only (a plugin asks the kernel itself).
+inline void set_secure_execution_for_testing(std::optional<bool> on) noexcept {
+  detail::secure_execution_forced().store(on ? static_cast<int>(*on) : -1, std::memory_order_relaxed);
+  detail::secure_execution_announced().store(false, std::memory_order_relaxed);
+}
+
 /// The value of environment variable `name`, or `std::nullopt` when it is unset.
-/// An empty value counts as unset, as for most Unix tools.
+/// An empty value counts as unset, as for most Unix tools. In secure-execution mode every
+/// variable counts as unset, and the first call says so once on stderr.
 inline std::optional<std::string> getenv_string(const char* name) {
+  if (secure_execution()) {
+    if (!detail::secure_execution_announced().exchange(true, std::memory_order_relaxed))
+      std::fputs(
+          "xdev: secure-execution mode (setuid, setgid or file capabilities): environment variables such as "
+          "XDEV_PLUGIN_PATH and XDEV_DEVICE are ignored; plugins are loaded from the installed directory only\n",
+          stderr);
+    return std::nullopt;
+  }
   const char* v = std::getenv(name);
   if (v == nullptr || *v == '\0') return std::nullopt;
   return std::string(v);

@@ -10,15 +10,16 @@ namespace xdev {
 
 /// Error conditions raised by xdev. Values are stable: the plugin ABI carries them as integers.
 enum class errc : int {
-  invalid_argument = 1,   ///< a caller passed a value xdev cannot accept (shape, size, dtype, variable)
-  out_of_memory = 2,      ///< an allocation exceeded the device's memory or its configured limit
-  not_found = 3,          ///< a named device, backend or plugin does not exist
-  unavailable = 4,        ///< the device or runtime cannot take work now (e.g. after shutdown)
-  unimplemented = 5,      ///< the operation or dtype is not supported by this device
-  incompatible_abi = 6,   ///< a plugin was built against an ABI this xdev cannot use
-  cancelled = 7,          ///< the work was cancelled before it ran
-  deadline_exceeded = 8,  ///< the work did not finish before its deadline
-  internal = 9,           ///< a bug in xdev or a backend
+  invalid_argument = 1,    ///< a caller passed a value xdev cannot accept (shape, size, dtype, variable)
+  out_of_memory = 2,       ///< an allocation exceeded the device's memory or its configured limit
+  not_found = 3,           ///< a named device, backend or plugin does not exist
+  unavailable = 4,         ///< the device or runtime cannot take work now (e.g. after shutdown)
+  unimplemented = 5,       ///< the operation or dtype is not supported by this device
+  incompatible_abi = 6,    ///< a plugin was built against an ABI this xdev cannot use
+  cancelled = 7,           ///< the work was cancelled before it ran
+  deadline_exceeded = 8,   ///< the work did not finish before its deadline
+  internal = 9,            ///< a bug in xdev or a backend
+  permission_denied = 10,  ///< a file xdev would load is not trusted (its owner or mode; docs/security.md)
 };
 
 /// The category of `xdev::errc` codes; its name is "xdev".
@@ -45,6 +46,8 @@ inline const std::error_category& error_category() noexcept {
           return "deadline exceeded";
         case errc::internal:
           return "internal error";
+        case errc::permission_denied:
+          return "permission denied";
       }
       return "unknown xdev error " + std::to_string(code);
     }

@@ -52,6 +52,10 @@
 ///   `errc::incompatible_abi` ("xdev_fill_args: expected at least 40 bytes, got 16"); a larger one
 ///   (from a newer host) is accepted.
 ///
+/// The plugin's name is also written into an ELF note (<xdev/plugin/name_note.hpp>), which the
+/// loader reads without loading the file: looking up another plugin by name never runs this one's
+/// code, and a second plugin of a taken name is skipped unopened.
+///
 /// The entry is exported as XDEV_PLUGIN_ENTRY_NAME through Boost.DLL's alias mechanism
 /// (`BOOST_DLL_ALIAS`); it is the only symbol the library needs to export. Only this header
 /// includes Boost.DLL, and only <boost/dll/alias.hpp>.
@@ -60,6 +64,7 @@
 #include <xdev/plugin/abi.h>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 #include <xdev/plugin/detail/plugin_table.hpp>
+#include <xdev/plugin/name_note.hpp>
 
 #include <boost/dll/alias.hpp>
 
@@ -71,18 +76,22 @@
 
 /// As `XDEV_DEFINE_PLUGIN`, with the designated initializers of an `xdev::plugin::PluginInfo`
 /// after the backend type: `XDEV_DEFINE_PLUGIN_WITH(acme::Npu, .version = "1.2.0")`.
-#define XDEV_DEFINE_PLUGIN_WITH(Backend, ...)                                                        \
-  namespace xdev_plugin_generated {                                                                  \
-  struct info {                                                                                      \
-    static constexpr ::xdev::plugin::PluginInfo value{__VA_ARGS__};                                  \
-  };                                                                                                 \
-  static_assert(::xdev::plugin::detail::check_plugin<Backend, info>());                              \
-  /* Returns the table; never does anything else (xdev calls it before checking the ABI version). */ \
-  const ::xdev_plugin_api* entry() {                                                                 \
-    return &::xdev::plugin::detail::plugin_api<Backend, info>;                                       \
-  }                                                                                                  \
-  static_assert(::std::string_view(XDEV_PLUGIN_ENTRY_NAME) == "xdev_plugin_entry_v1",                \
-                "XDEV_DEFINE_PLUGIN exports xdev_plugin_entry_v1; update it with XDEV_ABI_MAJOR");   \
-  }                                                                                                  \
-  BOOST_DLL_ALIAS(xdev_plugin_generated::entry, xdev_plugin_entry_v1)                                \
+#define XDEV_DEFINE_PLUGIN_WITH(Backend, ...)                                                                  \
+  namespace xdev_plugin_generated {                                                                            \
+  struct info {                                                                                                \
+    static constexpr ::xdev::plugin::PluginInfo value{__VA_ARGS__};                                            \
+  };                                                                                                           \
+  static_assert(::xdev::plugin::detail::check_plugin<Backend, info>());                                        \
+  /* Returns the table; never does anything else (xdev calls it before checking the ABI version). */           \
+  const ::xdev_plugin_api* entry() {                                                                           \
+    return &::xdev::plugin::detail::plugin_api<Backend, info>;                                                 \
+  }                                                                                                            \
+  static_assert(::std::string_view(XDEV_PLUGIN_ENTRY_NAME) == "xdev_plugin_entry_v1",                          \
+                "XDEV_DEFINE_PLUGIN exports xdev_plugin_entry_v1; update it with XDEV_ABI_MAJOR");             \
+  /* The name, readable from the file without loading it (name_note.hpp). */                                   \
+  [[gnu::section(".note.xdev.plugin"), gnu::used]] alignas(4) constexpr auto name_note =                       \
+      ::xdev::plugin::detail::make_name_note<::xdev::plugin::detail::NameOf<Backend, info>::value.size() + 1>( \
+          ::xdev::plugin::detail::NameOf<Backend, info>::value);                                               \
+  }                                                                                                            \
+  BOOST_DLL_ALIAS(xdev_plugin_generated::entry, xdev_plugin_entry_v1)                                          \
   static_assert(true, "a semicolon after XDEV_DEFINE_PLUGIN(...)")

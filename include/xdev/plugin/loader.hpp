@@ -18,6 +18,7 @@
 #include <xdev/core/error.hpp>
 #include <xdev/plugin/detail/loader_inspect.hpp>
 #include <xdev/plugin/detail/loader_state.hpp>
+#include <xdev/plugin/detail/loader_trust.hpp>
 #include <xdev/plugin/diagnostics.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 #include <xdev/plugin/search_path.hpp>
@@ -54,6 +55,20 @@ inline constexpr std::string_view plugin_file_suffix = ".dylib";
 #else
 inline constexpr std::string_view plugin_file_suffix = ".so";
 #endif
+
+/// How the loader treats the files it finds (docs/security.md).
+struct LoadOptions {
+  /// Load a plugin whose file, or a directory above it, fails the ownership and mode checks
+  /// (owned by root or this process's user, writable by nobody else), with a warning, instead of
+  /// refusing it with `errc::permission_denied`. Unset: `XDEV_ALLOW_INSECURE_PLUGINS=1` allows it.
+  std::optional<bool> allow_insecure_plugins = std::nullopt;
+
+  /// `allow_insecure_plugins`, or the environment's choice when unset.
+  /// \throws xdev::error `errc::invalid_argument` for an `XDEV_ALLOW_INSECURE_PLUGINS` other than 0 or 1.
+  [[nodiscard]] bool insecure_allowed() const {
+    return allow_insecure_plugins ? *allow_insecure_plugins : detail::insecure_plugins_allowed_by_environment();
+  }
+};
 
 namespace detail {
 struct LibraryAccess;
@@ -99,13 +114,14 @@ class Library {
  private:
   friend struct detail::LibraryAccess;
 
-  Library(std::filesystem::path path, std::shared_ptr<detail::LoadSlot> slot, boost::dll::shared_library library,
-          const xdev_plugin_api* api)
+  Library(std::filesystem::path path, std::shared_ptr<detail::LoadSlot> slot, detail::PluginFile file,
+          boost::dll::shared_library library, const xdev_plugin_api* api)
       : path_(std::move(path)),
         name_(api->name),
         version_(api->version != nullptr ? api->version : ""),
         platform_(api->platform != nullptr ? api->platform : ""),
         slot_(std::move(slot)),
+        file_(std::move(file)),
         library_(std::move(library)),
         api_(api) {}
 
@@ -114,6 +130,7 @@ class Library {
   std::string version_;
   std::string platform_;
   std::shared_ptr<detail::LoadSlot> slot_;
+  detail::PluginFile file_;  // the descriptor the image was loaded through (see PluginFile)
   boost::dll::shared_library library_;
   const xdev_plugin_api* api_;
 };
@@ -159,9 +176,10 @@ struct Acquired {
 };
 
 struct LibraryAccess {
-  static std::shared_ptr<Library> make(std::filesystem::path path, std::shared_ptr<LoadSlot> slot,
+  static std::shared_ptr<Library> make(std::filesystem::path path, std::shared_ptr<LoadSlot> slot, PluginFile file,
                                        boost::dll::shared_library library, const xdev_plugin_api* api) {
-    return std::shared_ptr<Library>(new Library(std::move(path), std::move(slot), std::move(library), api));
+    return std::shared_ptr<Library>(
+        new Library(std::move(path), std::move(slot), std::move(file), std::move(library), api));
   }
 };
 
@@ -195,8 +213,11 @@ inline void initialize_once(LoadSlot& slot, const xdev_plugin_api& api, const st
 /// XDEV_PLUGIN_ENTRY_NAME), validates its table, asks `veto`, then initializes it once.
 /// Every dlopen and dlclose of the file happens under its slot's lock. `name` receives the table's
 /// name as soon as the table passed its checks (so a caller knows whose `initialize` failed).
+/// Before the dynamic loader sees the file, it is opened once and that descriptor checked
+/// (`untrusted_reason`; refused with `errc::permission_denied` unless `allow_insecure`); the
+/// dynamic loader then opens the same descriptor, so the file checked is the file loaded.
 /// \throws xdev::error naming the path and the reason (see `load`).
-inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std::string& name) {
+inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std::string& name, bool allow_insecure) {
   std::error_code ec;
   const auto canonical = std::filesystem::canonical(path, ec);
   if (ec) throw error(errc::not_found, cannot_load(path) + ": " + ec.message());
@@ -214,15 +235,31 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   }
   if (slot->image_initialized && !image_resident(canonical)) slot->image_initialized = false;
 
+  const bool keep_mapped = plugin_unloading_disabled();
+  PluginFile file = open_plugin_file(canonical, cannot_load(path));
+  if (const std::string why = untrusted_reason(file, canonical); !why.empty()) {
+    if (!allow_insecure)
+      throw error(errc::permission_denied,
+                  cannot_load(path) + ": not trusted: " + why +
+                      " (a plugin and every directory above it must be owned by root or this process's user and "
+                      "writable by nobody else; XDEV_ALLOW_INSECURE_PLUGINS=1 loads it anyway)");
+    diagnose(Severity::warning,
+             "loading the untrusted plugin " + quoted(path) + " (" + why + ") because insecure plugins are allowed");
+  }
+
   boost::dll::shared_library library;
   boost::dll::fs::error_code load_error;
   // rtld_now: an unresolved symbol fails here, with the dynamic loader's text, rather than as a
-  // crash at the first call; rtld_local: one plugin's symbols never satisfy another's.
-  library.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  // crash at the first call; rtld_local: one plugin's symbols never satisfy another's. The name is
+  // the checked descriptor's, so a file swapped in since cannot be what is mapped.
+  library.load(file.loader_path(), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
   if (load_error) {
     const char* text = ::dlerror();  // Boost.DLL leaves dlopen's message in place on failure
     throw error(errc::unavailable, cannot_load(path) + ": the dynamic loader refused it: " +
                                        (text != nullptr ? std::string(text) : load_error.message()));
+  }
+  if (keep_mapped) {  // RTLD_NODELETE on the image just mapped: no dlclose unmaps it any more
+    if (void* pin = ::dlopen(file.loader_path().c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE)) ::dlclose(pin);
   }
   if (!library.has(XDEV_PLUGIN_ENTRY_NAME))
     throw error(errc::incompatible_abi,
@@ -254,7 +291,7 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   if (!result.vetoed.empty()) return result;  // unloaded here, never initialized
 
   initialize_once(*slot, *api, path);
-  result.library = LibraryAccess::make(path, slot, std::move(library), api);
+  result.library = LibraryAccess::make(path, slot, std::move(file), std::move(library), api);
   slot->library = result.library;
   if (result.library->never_unload()) {
     auto& state = loader_state();
@@ -305,6 +342,8 @@ inline std::vector<std::filesystem::path> list_candidates(const std::filesystem:
 ///   - `errc::invalid_argument`: `path` is relative (bare names are never handed to the dynamic
 ///     loader) or not a regular file;
 ///   - `errc::not_found`: no such file;
+///   - `errc::permission_denied`: the file or a directory above it is not trusted (owned by
+///     another user, or writable by others; see `LoadOptions::allow_insecure_plugins`);
 ///   - `errc::incompatible_abi`: not an xdev plugin, or a plugin of another ABI major (never
 ///     loaded);
 ///   - `errc::unavailable`: the dynamic loader refused it (its dlerror text: an unresolved symbol,
@@ -313,7 +352,7 @@ inline std::vector<std::filesystem::path> list_candidates(const std::filesystem:
 ///   - what `check_table` throws for the table (`errc::incompatible_abi`, also for a null table;
 ///     `errc::invalid_argument` for a malformed name);
 ///   - the plugin's own code and message when `initialize` fails.
-inline std::shared_ptr<Library> load(const std::filesystem::path& path) {
+inline std::shared_ptr<Library> load(const std::filesystem::path& path, const LoadOptions& options = {}) {
   if (path.empty() || !path.is_absolute())
     throw error(errc::invalid_argument, "cannot load xdev plugin " + detail::quoted(path) +
                                             ": not an absolute path (plugins are only loaded from absolute paths)");
@@ -331,7 +370,7 @@ inline std::shared_ptr<Library> load(const std::filesystem::path& path) {
     throw error(errc::incompatible_abi, detail::cannot_load(file) + ": not an xdev plugin (" + inspection.reason +
                                             "); a plugin is a shared library exporting " XDEV_PLUGIN_ENTRY_NAME);
   std::string name;
-  return detail::acquire(file, {}, name).library;
+  return detail::acquire(file, {}, name, options.insecure_allowed()).library;
 }
 
 // ---- discovery -------------------------------------------------------------------------------
@@ -441,7 +480,9 @@ namespace detail {
 
 /// Runs discovery over `path`. With `wanted`, stops at the first plugin of that name and
 /// initializes no other plugin (`find`); otherwise loads every plugin, first name wins.
-inline Discovery run_discovery(const SearchPath& path, std::optional<std::string_view> wanted) {
+inline Discovery run_discovery(const SearchPath& path, std::optional<std::string_view> wanted,
+                               const LoadOptions& options) {
+  const bool allow_insecure = options.insecure_allowed();
   Discovery found;
   found.search_path = path;
   for (const auto& warning : path.warnings()) {
@@ -471,6 +512,15 @@ inline Discovery run_discovery(const SearchPath& path, std::optional<std::string
         c.reason = "built for plugin ABI " + std::to_string(inspection.other_major) + ", this xdev speaks " +
                    std::to_string(XDEV_ABI_MAJOR);
         diagnose(Severity::warning, "skipped " + quoted(file) + ": " + c.reason);
+      } else if (const auto& note = inspection.name_note;
+                 !note.empty() && (wanted ? note != *wanted : first_of_name.contains(note))) {
+        // Its ELF note names it: no need to run any of its code to know it is not wanted.
+        c.status = CandidateStatus::duplicate;
+        c.name = note;
+        c.reason = wanted ? "not the plugin asked for (not opened: its name note says " + note + ")"
+                          : "plugin name " + note + " is already taken by " + quoted(first_of_name.find(note)->second) +
+                                " (the first in the search path wins; not opened: its name note says " + note + ")";
+        if (!wanted) diagnose(Severity::warning, "skipped " + quoted(file) + ": " + c.reason);
       } else {
         const Veto veto = [&](const xdev_plugin_api& api) -> std::string {
           if (wanted) return api.name == *wanted ? std::string() : std::string("not the plugin asked for");
@@ -480,7 +530,7 @@ inline Discovery run_discovery(const SearchPath& path, std::optional<std::string
                  " (the first in the search path wins)";
         };
         try {
-          auto acquired = acquire(file, veto, c.name);
+          auto acquired = acquire(file, veto, c.name, allow_insecure);
           c.name = acquired.name;
           if (acquired.library) {
             c.status = CandidateStatus::loaded;
@@ -515,8 +565,8 @@ inline Discovery run_discovery(const SearchPath& path, std::optional<std::string
 /// (the first that loads wins; a failed plugin does not take its name).
 /// Never throws for a bad file or directory: each skipped or failed candidate gets one diagnostic
 /// (files that are not plugins only a verbose one) and a status in the result.
-[[nodiscard]] inline Discovery discover(const SearchPath& path = search_path()) {
-  return detail::run_discovery(path, std::nullopt);
+[[nodiscard]] inline Discovery discover(const SearchPath& path = search_path(), const LoadOptions& options = {}) {
+  return detail::run_discovery(path, std::nullopt, options);
 }
 
 /// The plugin named `name` (its table's `name`, e.g. "REF"): the first one in `path`, loaded and
@@ -524,8 +574,9 @@ inline Discovery run_discovery(const SearchPath& path, std::optional<std::string
 /// \throws xdev::error: the plugin's own error when its `initialize` fails; otherwise
 ///         `errc::not_found`, naming the search path, the plugins that were found and every
 ///         candidate that could not be loaded (a broken plugin's name is unknown until it loads).
-inline std::shared_ptr<Library> find(std::string_view name, const SearchPath& path = search_path()) {
-  Discovery found = detail::run_discovery(path, name);
+inline std::shared_ptr<Library> find(std::string_view name, const SearchPath& path = search_path(),
+                                     const LoadOptions& options = {}) {
+  Discovery found = detail::run_discovery(path, name, options);
   std::string others;
   std::string failures;
   for (const auto& c : found.candidates) {

@@ -132,4 +132,58 @@ inline std::string elf_layout_problem(std::istream& in, std::uint64_t file_size)
   return "corrupt ELF file (unknown class " + std::to_string(ident[4]) + ")";
 }
 
+inline constexpr std::uint32_t elf_section_note = 7;
+
+/// The name in the first note of owner "xdev" and type `note_type` of an ELF file whose layout
+/// `elf_layout_problem` accepted: "" when there is none (or it is malformed).
+template <class Word>
+std::string elf_xdev_note_of(std::istream& in, std::uint64_t file_size, std::uint32_t note_type) {
+  using Layout = ElfLayout<Word>;
+  typename Layout::Header header{};
+  in.clear();
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(&header), sizeof(header))) return {};
+  const std::uint64_t table_bytes = std::uint64_t{header.shnum} * sizeof(typename Layout::Section);
+  if (header.shentsize != sizeof(typename Layout::Section) || !elf_range_fits(header.shoff, table_bytes, file_size))
+    return {};
+  std::vector<typename Layout::Section> sections(header.shnum);
+  in.seekg(static_cast<std::streamoff>(header.shoff));
+  if (!in.read(reinterpret_cast<char*>(sections.data()), static_cast<std::streamsize>(table_bytes))) return {};
+  constexpr std::uint64_t max_note_section = 64 * 1024;  // notes are small; never read more
+  for (const auto& s : sections) {
+    if (s.type != elf_section_note || s.size < 12 || s.size > max_note_section) continue;
+    if (!elf_range_fits(s.offset, s.size, file_size)) continue;
+    std::vector<char> bytes(static_cast<std::size_t>(s.size));
+    in.seekg(static_cast<std::streamoff>(s.offset));
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return {};
+    auto pad = [](std::uint64_t n) { return (n + 3) / 4 * 4; };
+    for (std::uint64_t pos = 0; pos + 12 <= bytes.size();) {
+      std::uint32_t word[3];
+      std::memcpy(word, bytes.data() + pos, sizeof word);
+      const std::uint64_t name_at = pos + 12;
+      const std::uint64_t desc_at = name_at + pad(word[0]);
+      const std::uint64_t next = desc_at + pad(word[1]);
+      if (next > bytes.size() || next <= pos) break;
+      if (word[0] == 5 && std::memcmp(bytes.data() + name_at, "xdev", 5) == 0 && word[2] == note_type) {
+        const char* desc = bytes.data() + desc_at;
+        const auto* end = static_cast<const char*>(std::memchr(desc, '\0', word[1]));
+        return end != nullptr ? std::string(desc, end) : std::string();
+      }
+      pos = next;
+    }
+  }
+  return {};
+}
+
+/// `elf_xdev_note_of` for a file of this host's byte order and either class; "" for anything else.
+inline std::string elf_xdev_note(std::istream& in, std::uint64_t file_size, std::uint32_t note_type) {
+  unsigned char ident[16] = {};
+  in.clear();
+  in.seekg(0);
+  if (file_size < sizeof(ident) || !in.read(reinterpret_cast<char*>(ident), sizeof(ident))) return {};
+  if (ident[4] == 1) return elf_xdev_note_of<std::uint32_t>(in, file_size, note_type);
+  if (ident[4] == 2) return elf_xdev_note_of<std::uint64_t>(in, file_size, note_type);
+  return {};
+}
+
 }  // namespace xdev::plugin::detail

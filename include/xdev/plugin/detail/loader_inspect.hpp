@@ -4,6 +4,7 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/plugin/detail/loader_elf.hpp>
+#include <xdev/plugin/name_note.hpp>
 
 #include <boost/dll/library_info.hpp>
 
@@ -32,6 +33,7 @@ struct Inspection {
   FileKind kind = FileKind::not_a_plugin;
   std::uint64_t other_major = 0;  ///< `other_major`: the N of xdev_plugin_entry_v<N>
   std::string reason;
+  std::string name_note;  ///< `plugin`: the name its ELF note gives (name_note.hpp), "" without one
 };
 
 /// The N of "xdev_plugin_entry_v<N>", or 0 when `symbol` is not of that form.
@@ -115,6 +117,7 @@ inline Inspection inspect_file(const std::filesystem::path& file) {
       result.reason = std::move(problem);
       return result;
     }
+    result.name_note = elf_xdev_note(in, size, name_note_type);
   }
 #endif
   std::vector<std::string> symbols;
