@@ -27,6 +27,8 @@
 #include <boost/dll/shared_library_load_mode.hpp>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -209,6 +211,21 @@ inline void initialize_once(LoadSlot& slot, const xdev_plugin_api& api, const st
   slot.image_initialized = true;
 }
 
+/// The name to hand the dynamic loader for the checked descriptor `file` (of real path
+/// `canonical`): `/proc/self/fd/N`. Without /proc, the path itself, once it still names the very
+/// file checked (a narrower window than no check; docs/security.md).
+inline std::filesystem::path loader_name_of(const PluginFile& file, const std::filesystem::path& canonical,
+                                            const std::filesystem::path& path) {
+  auto name = file.loader_path();
+  if (::access(name.c_str(), F_OK) == 0) return name;
+  struct stat checked {};
+  struct stat now {};
+  if (::fstat(file.fd(), &checked) != 0 || ::stat(canonical.c_str(), &now) != 0 || checked.st_dev != now.st_dev ||
+      checked.st_ino != now.st_ino)
+    throw error(errc::permission_denied, cannot_load(path) + ": the file changed while it was being checked");
+  return canonical;
+}
+
 /// Loads (or finds already loaded) the plugin file `path` (absolute, inspected as exporting
 /// XDEV_PLUGIN_ENTRY_NAME), validates its table, asks `veto`, then initializes it once.
 /// Every dlopen and dlclose of the file happens under its slot's lock. `name` receives the table's
@@ -252,7 +269,8 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   // rtld_now: an unresolved symbol fails here, with the dynamic loader's text, rather than as a
   // crash at the first call; rtld_local: one plugin's symbols never satisfy another's. The name is
   // the checked descriptor's, so a file swapped in since cannot be what is mapped.
-  library.load(file.loader_path(), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
+  library.load(loader_name_of(file, canonical, path),
+               boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
   if (load_error) {
     const char* text = ::dlerror();  // Boost.DLL leaves dlopen's message in place on failure
     throw error(errc::unavailable, cannot_load(path) + ": the dynamic loader refused it: " +
