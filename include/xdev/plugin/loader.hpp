@@ -27,8 +27,6 @@
 #include <boost/dll/shared_library_load_mode.hpp>
 
 #include <dlfcn.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -209,21 +207,6 @@ inline void initialize_once(LoadSlot& slot, const xdev_plugin_api& api, const st
     throw error(errc_of(status), "cannot initialize xdev plugin " + std::string(api.name) + " (" + quoted(path) +
                                      "): " + status_text(status, sink.text()));
   slot.image_initialized = true;
-}
-
-/// The name to hand the dynamic loader for the checked descriptor `file` (of real path
-/// `canonical`): `/proc/self/fd/N`. Without /proc, the path itself, once it still names the very
-/// file checked (a narrower window than no check; docs/security.md).
-inline std::filesystem::path loader_name_of(const PluginFile& file, const std::filesystem::path& canonical,
-                                            const std::filesystem::path& path) {
-  auto name = file.loader_path();
-  if (::access(name.c_str(), F_OK) == 0) return name;
-  struct stat checked {};
-  struct stat now {};
-  if (::fstat(file.fd(), &checked) != 0 || ::stat(canonical.c_str(), &now) != 0 || checked.st_dev != now.st_dev ||
-      checked.st_ino != now.st_ino)
-    throw error(errc::permission_denied, cannot_load(path) + ": the file changed while it was being checked");
-  return canonical;
 }
 
 /// Loads (or finds already loaded) the plugin file `path` (absolute, inspected as exporting

@@ -438,7 +438,12 @@ inline bool ChainNode::chain_has_operation_queued() const {
 
 inline void ChainNode::complete(std::exception_ptr ep) noexcept {
   if (fired_.exchange(true, std::memory_order_acq_rel)) return;
-  if (chain_->native()) return chain_->node_done(this, std::move(ep));
+  if (chain_->native()) {
+    // Held for the whole call: delivering this node (or a later one) may hand the user what lets
+    // them drop the stream, while node_done still has the chain's state to settle.
+    const std::shared_ptr<OpChain> keep = chain_ref_;
+    return keep->node_done(this, std::move(ep));
+  }
   // Delivered before the next node starts, so a stream's completions arrive in order.
   const std::exception_ptr failed = is_operation() ? ep : nullptr;
   finish(std::move(ep));

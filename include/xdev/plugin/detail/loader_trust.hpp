@@ -133,4 +133,19 @@ inline std::string untrusted_reason(const PluginFile& file, const std::filesyste
   return {};
 }
 
+/// The name to hand the dynamic loader for the checked descriptor `file` (of real path
+/// `canonical`): `/proc/self/fd/N`. Without /proc, the path itself, once it still names the very
+/// file checked (a narrower window than no check; docs/security.md).
+inline std::filesystem::path loader_name_of(const PluginFile& file, const std::filesystem::path& canonical,
+                                            const std::string& context) {
+  auto name = file.loader_path();
+  if (::access(name.c_str(), F_OK) == 0) return name;
+  struct stat checked {};
+  struct stat now {};
+  if (::fstat(file.fd(), &checked) != 0 || ::stat(canonical.c_str(), &now) != 0 || checked.st_dev != now.st_dev ||
+      checked.st_ino != now.st_ino)
+    throw error(errc::permission_denied, context + ": the file changed while it was being checked");
+  return canonical;
+}
+
 }  // namespace xdev::plugin::detail
