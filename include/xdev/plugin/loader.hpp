@@ -252,7 +252,7 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   // rtld_now: an unresolved symbol fails here, with the dynamic loader's text, rather than as a
   // crash at the first call; rtld_local: one plugin's symbols never satisfy another's. The name is
   // the checked descriptor's, so a file swapped in since cannot be what is mapped.
-  library.load(loader_name_of(file, canonical, path),
+  library.load(loader_name_of(file, canonical, cannot_load(path)),
                boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, load_error);
   if (load_error) {
     const char* text = ::dlerror();  // Boost.DLL leaves dlopen's message in place on failure
