@@ -23,6 +23,16 @@ namespace {
 
 using xdev::backends::Host;
 
+// A completion that settles `p` with its outcome.
+auto settles(std::promise<void>& p) {
+  return [&p](std::exception_ptr ep) {
+    if (ep)
+      p.set_exception(ep);
+    else
+      p.set_value();
+  };
+}
+
 // Larger than Host::inline_copy_bytes, so the copy is posted to the pool instead of done inline.
 constexpr std::size_t posted_bytes = Host::inline_copy_bytes + 4096;
 
@@ -34,14 +44,7 @@ TEST(HostTeardown, DestroyedRightAfterAPostFromAnotherThreadCompleted) {
     std::promise<void> copied;
     // A thread outside the pool hands the copy over; the main thread destroys the backend as soon
     // as the copy's completion ran, possibly while that thread is still inside the post.
-    std::thread poster([&] {
-      host->copy_to_device(0, src.data(), dst, 0, posted_bytes, [&](std::exception_ptr ep) {
-        if (ep)
-          copied.set_exception(ep);
-        else
-          copied.set_value();
-      });
-    });
+    std::thread poster([&] { host->copy_to_device(0, src.data(), dst, 0, posted_bytes, settles(copied)); });
     copied.get_future().get();
     EXPECT_EQ(static_cast<const std::byte*>(dst)[posted_bytes - 1], std::byte{7});
     host->deallocate(0, dst, posted_bytes);
@@ -66,12 +69,7 @@ TEST(HostTeardown, AFallbackOpsBackendCanBeDestroyedAsSoonAsTheOpCompleted) {
           auto* f = reinterpret_cast<float*>(p[0]);
           for (std::size_t i = 0; i < n; ++i) f[i] = 2.0f;
         },
-        [&](std::exception_ptr ep) {
-          if (ep)
-            done.set_exception(ep);
-          else
-            done.set_value();
-        });
+        settles(done));
     done.get_future().get();
     EXPECT_EQ(static_cast<const float*>(x)[n - 1], 2.0f);
     host->deallocate(0, x, n * sizeof(float));
@@ -117,12 +115,7 @@ TEST(HostTeardown, TheFallbackFinishesOnlyAfterTheBackendsCallReturned) {
           auto* f = reinterpret_cast<float*>(p[0]);
           for (std::size_t i = 0; i < 64; ++i) f[i] *= 3.0f;
         },
-        [&](std::exception_ptr ep) {
-          if (ep)
-            done.set_exception(ep);
-          else
-            done.set_value();
-        });
+        settles(done));
     done.get_future().get();
     backend.reset();  // the op completed: its backend may go
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -35,24 +35,12 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::SizeIs;
 using xdev_test::CapturedDiagnostics;
+using xdev_test::error_of;
 using xdev_test::fixture_dir;
 using xdev_test::fixture_plugin;
 using xdev_test::is_mapped;
 using xdev_test::Markers;
 using xdev_test::ScratchDir;
-
-// Runs `f`, expecting an xdev::error with `code`; returns its what().
-template <class F>
-std::string error_of(F&& f, xdev::errc code) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.condition(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an xdev::error";
-  return {};
-}
 
 const plugin::Candidate* candidate_of(const plugin::Discovery& found, const fs::path& file) {
   for (const auto& c : found.candidates)

@@ -33,6 +33,19 @@ inline fs::path fixture_plugin(std::string_view dir, std::string_view file) {
   return fixture_dir(dir) / ("libxdev_plugin_" + std::string(file) + ".so");
 }
 
+// Runs `f`, expecting an xdev::error with `code`; returns its what().
+template <class F>
+std::string error_of(F&& f, xdev::errc code) {
+  try {
+    f();
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.condition(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "expected an xdev::error";
+  return {};
+}
+
 // True while the dynamic loader has `file` mapped (probe only: RTLD_NOLOAD never loads).
 inline bool is_mapped(const fs::path& file) {
   void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_NOLOAD);

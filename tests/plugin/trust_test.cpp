@@ -24,6 +24,7 @@ namespace fs = std::filesystem;
 namespace plugin = xdev::plugin;
 using ::testing::HasSubstr;
 using xdev_test::CapturedDiagnostics;
+using xdev_test::error_of;
 using xdev_test::fixture_plugin;
 using xdev_test::is_mapped;
 using xdev_test::Markers;
@@ -58,19 +59,6 @@ class PluginCopy {
   fs::path dir_;
   fs::path file_;
 };
-
-// Runs `f`, expecting an xdev::error with `code`; returns its what().
-template <class F>
-std::string error_of(F&& f, xdev::errc code) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.condition(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "expected an xdev::error";
-  return {};
-}
 
 TEST(Trust, AGroupWritablePluginIsRefusedBeforeItsConstructorRuns) {
   Markers markers;
