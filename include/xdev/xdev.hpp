@@ -53,6 +53,7 @@
 #include <xdev/ops/random.hpp>
 #include <xdev/ops/reduce.hpp>
 #include <xdev/plugin/diagnostics.hpp>
+#include <xdev/plugin/identity.hpp>
 #include <xdev/plugin/name_note.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 #include <xdev/plugin/search_path.hpp>

@@ -25,9 +25,19 @@ TEST(Error, IsASystemErrorInTheXdevCategory) {
 
 TEST(Error, EveryCodeHasADistinctMessage) {
   std::set<std::string> seen;
-  for (int c = 1; c <= 9; ++c) seen.insert(xdev::error_category().message(c));
-  EXPECT_EQ(seen.size(), 9u);
+  for (int c = 1; c <= 11; ++c) seen.insert(xdev::error_category().message(c));
+  EXPECT_EQ(seen.size(), 11u);
+  EXPECT_EQ(xdev::error_category().message(11), "identity mismatch");
   EXPECT_THAT(xdev::error_category().message(99), HasSubstr("99"));
+}
+
+TEST(Error, MessageIsWhatItWasMadeWithWithoutTheCodeDescription) {
+  const xdev::error e(xdev::errc::not_found, "no backend named \"X\"");
+  EXPECT_EQ(std::string(e.what()), "no backend named \"X\": not found");
+  EXPECT_EQ(e.message(), "no backend named \"X\"");
+  // A message that itself ends like a code description loses only the one suffix.
+  EXPECT_EQ(xdev::error(xdev::errc::internal, "a: internal error").message(), "a: internal error");
+  EXPECT_EQ(xdev::error(xdev::errc::internal, "").message(), "");
 }
 
 TEST(Error, CodesConvertToErrorCode) {

@@ -40,7 +40,9 @@ using xdev_test::fixture_dir;
 using xdev_test::fixture_plugin;
 using xdev_test::is_mapped;
 using xdev_test::Markers;
+using xdev_test::read_bytes;
 using xdev_test::ScratchDir;
+using xdev_test::write_bytes;
 
 const plugin::Candidate* candidate_of(const plugin::Discovery& found, const fs::path& file) {
   for (const auto& c : found.candidates)
@@ -55,16 +57,6 @@ void expect_mixed_neighbours_load() {
   std::vector<std::string> names;
   for (const auto& lib : found.plugins()) names.push_back(lib->name());
   EXPECT_THAT(names, ElementsAre("ALPHA", "NEWER_MINOR"));
-}
-
-std::vector<char> read_bytes(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_bytes(const fs::path& file, const char* data, std::size_t size) {
-  std::ofstream out(file, std::ios::binary);
-  out.write(data, static_cast<std::streamsize>(size));
 }
 
 // ---- the success path ------------------------------------------------------------------------
@@ -460,6 +452,20 @@ TEST(Discover, HostileFilesAreNeverLoadedAndNeverCrashTheProcess) {
     ASSERT_GT(changed, 0);
     write_bytes(dir / "libxdev_plugin_huge_section.so", patched.data(), patched.size());
   }
+  {
+    // The section-name table made a NOBITS section (no bytes in the file) of 4 GiB: library_info
+    // reads it whatever its type (found by the elf fuzz harness).
+    auto patched = bytes;
+    Elf64_Ehdr header;
+    std::memcpy(&header, patched.data(), sizeof(header));
+    Elf64_Shdr names;
+    const std::size_t at = header.e_shoff + header.e_shstrndx * sizeof(Elf64_Shdr);
+    std::memcpy(&names, patched.data() + at, sizeof(names));
+    names.sh_type = SHT_NOBITS;
+    names.sh_size = std::uint64_t{1} << 32;
+    std::memcpy(patched.data() + at, &names, sizeof(names));
+    write_bytes(dir / "libxdev_plugin_nobits_names.so", patched.data(), patched.size());
+  }
   fs::create_directory(dir / "libxdev_plugin_directory.so");
   fs::create_symlink(dir / "does-not-exist.so", dir / "libxdev_plugin_dangling.so");
   fs::create_symlink(good, dir / "libxdev_plugin_symlink.so");
@@ -482,6 +488,8 @@ TEST(Discover, HostileFilesAreNeverLoadedAndNeverCrashTheProcess) {
   EXPECT_THAT(reason_of("libxdev_plugin_header_only.so"), HasSubstr("truncated ELF file (20 bytes)"));
   EXPECT_THAT(reason_of("libxdev_plugin_magic_only.so"), HasSubstr("truncated ELF file (4 bytes)"));
   EXPECT_THAT(reason_of("libxdev_plugin_huge_section.so"), HasSubstr("ends beyond the file's"));
+  EXPECT_THAT(reason_of("libxdev_plugin_nobits_names.so"),
+              HasSubstr("corrupt ELF file: its section-name table (section "));
   EXPECT_EQ(reason_of("libxdev_plugin_directory.so"), "a directory");
   EXPECT_EQ(reason_of("libxdev_plugin_dangling.so"), "a dangling symbolic link");
   // A position-independent executable is an ELF shared object: it gets as far as its symbols.

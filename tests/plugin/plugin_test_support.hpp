@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -127,6 +128,48 @@ class CapturedDiagnostics {
   mutable std::mutex mutex_;
   std::vector<xdev::plugin::Diagnostic> all_;
   xdev::plugin::DiagnosticSink previous_;
+};
+
+// The bytes of `file`.
+inline std::vector<char> read_bytes(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Writes `size` bytes to `file` (replacing it).
+inline void write_bytes(const fs::path& file, const char* data, std::size_t size) {
+  std::ofstream out(file, std::ios::binary);
+  out.write(data, static_cast<std::streamsize>(size));
+}
+
+// A directory of this test holding a copy of fixture plugin good/GOOD (or another), removed at the end.
+class PluginCopy {
+ public:
+  explicit PluginCopy(std::string_view dir = "good", std::string_view file = "good") {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(XDEV_TEST_SCRATCH_ROOT) /
+           (std::string(info->test_suite_name()) + "." + info->name() + "." + std::to_string(::getpid()) + ".plugins");
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::permissions(dir_, fs::perms(0755));
+    file_ = dir_ / ("libxdev_plugin_" + std::string(file) + ".so");
+    fs::copy_file(fixture_plugin(dir, file), file_);
+    fs::permissions(file_, fs::perms(0755));
+  }
+  ~PluginCopy() {
+    std::error_code ec;
+    fs::permissions(dir_, fs::perms(0755), ec);
+    fs::remove_all(dir_, ec);
+  }
+  PluginCopy(const PluginCopy&) = delete;
+  PluginCopy& operator=(const PluginCopy&) = delete;
+
+  const fs::path& dir() const { return dir_; }
+  const fs::path& file() const { return file_; }
+
+ private:
+  fs::path dir_;
+  fs::path file_;
 };
 
 }  // namespace xdev_test

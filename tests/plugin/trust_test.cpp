@@ -28,37 +28,8 @@ using xdev_test::error_of;
 using xdev_test::fixture_plugin;
 using xdev_test::is_mapped;
 using xdev_test::Markers;
+using xdev_test::PluginCopy;
 using xdev_test::ScopedEnv;
-
-// A directory of this test holding a copy of fixture plugin good/GOOD (or another), removed at the end.
-class PluginCopy {
- public:
-  explicit PluginCopy(std::string_view dir = "good", std::string_view file = "good") {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(XDEV_TEST_SCRATCH_ROOT) /
-           (std::string(info->test_suite_name()) + "." + info->name() + "." + std::to_string(::getpid()) + ".plugins");
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    fs::permissions(dir_, fs::perms(0755));
-    file_ = dir_ / ("libxdev_plugin_" + std::string(file) + ".so");
-    fs::copy_file(fixture_plugin(dir, file), file_);
-    fs::permissions(file_, fs::perms(0755));
-  }
-  ~PluginCopy() {
-    std::error_code ec;
-    fs::permissions(dir_, fs::perms(0755), ec);
-    fs::remove_all(dir_, ec);
-  }
-  PluginCopy(const PluginCopy&) = delete;
-  PluginCopy& operator=(const PluginCopy&) = delete;
-
-  const fs::path& dir() const { return dir_; }
-  const fs::path& file() const { return file_; }
-
- private:
-  fs::path dir_;
-  fs::path file_;
-};
 
 TEST(Trust, AGroupWritablePluginIsRefusedBeforeItsConstructorRuns) {
   Markers markers;

@@ -20,6 +20,7 @@ enum class errc : int {
   deadline_exceeded = 8,   ///< the work did not finish before its deadline
   internal = 9,            ///< a bug in xdev or a backend
   permission_denied = 10,  ///< a file xdev would load is not trusted (its owner or mode; docs/security.md)
+  identity_mismatch = 11,  ///< a plugin file is not on the allowlist in force (docs/security.md)
 };
 
 /// The category of `xdev::errc` codes; its name is "xdev".
@@ -48,6 +49,8 @@ inline const std::error_category& error_category() noexcept {
           return "internal error";
         case errc::permission_denied:
           return "permission denied";
+        case errc::identity_mismatch:
+          return "identity mismatch";
       }
       return "unknown xdev error " + std::to_string(code);
     }
@@ -71,6 +74,16 @@ class error : public std::system_error {
 
   /// The condition as an `errc` (the `std::error_code` is still available through `code()`).
   [[nodiscard]] errc condition() const noexcept { return static_cast<errc>(code().value()); }
+
+  /// The message it was made with: `what()` without the ": <code description>" that
+  /// `std::system_error` appends (to raise it again with more context in front).
+  [[nodiscard]] std::string message() const {
+    std::string text = what();
+    const std::string suffix = ": " + code().message();
+    if (text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0)
+      text.resize(text.size() - suffix.size());
+    return text;
+  }
 };
 
 }  // namespace xdev

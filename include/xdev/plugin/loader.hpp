@@ -16,10 +16,13 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/core/error.hpp>
+#include <xdev/plugin/detail/loader_identity.hpp>
 #include <xdev/plugin/detail/loader_inspect.hpp>
 #include <xdev/plugin/detail/loader_state.hpp>
 #include <xdev/plugin/detail/loader_trust.hpp>
 #include <xdev/plugin/diagnostics.hpp>
+#include <xdev/plugin/identity.hpp>
+#include <xdev/plugin/library.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 #include <xdev/plugin/search_path.hpp>
 
@@ -63,6 +66,11 @@ struct LoadOptions {
   /// refusing it with `errc::permission_denied`. Unset: `XDEV_ALLOW_INSECURE_PLUGINS=1` allows it.
   std::optional<bool> allow_insecure_plugins = std::nullopt;
 
+  /// Load only the plugin builds on this list (`Allowlist`): any other file is refused with
+  /// `errc::identity_mismatch` before any of its code runs. Unset: the list in the file
+  /// `XDEV_PLUGIN_ALLOWLIST` names, if any (read when discovery or a load starts).
+  std::optional<Allowlist> allowlist = std::nullopt;
+
   /// `allow_insecure_plugins`, or the environment's choice when unset.
   /// \throws xdev::error `errc::invalid_argument` for an `XDEV_ALLOW_INSECURE_PLUGINS` other than 0 or 1.
   [[nodiscard]] bool insecure_allowed() const {
@@ -71,69 +79,32 @@ struct LoadOptions {
 };
 
 namespace detail {
-struct LibraryAccess;
-}  // namespace detail
 
-// ---- one loaded plugin -----------------------------------------------------------------------
+/// `LoadOptions` resolved against the environment, once per `load` or discovery.
+struct LoadPolicy {
+  bool allow_insecure = false;
+  std::shared_ptr<const Allowlist> allowlist;  ///< null: every identity is admitted
 
-/// A loaded plugin: its library is mapped, its table passed the ABI checks and its `initialize`
-/// succeeded (once per mapped image, whoever loaded it). Immutable and thread-safe.
-///
-/// Always held through `std::shared_ptr<Library>`; every object created through the plugin keeps
-/// a copy (`PluginBackend` takes it as its `std::shared_ptr<void>` keep-alive), so the library is
-/// unloaded only after the last of them is gone, and never when the table's `flags` contain
-/// `XDEV_PLUGIN_NEVER_UNLOAD` (the loader then keeps one reference for the process's lifetime).
-class Library {
- public:
-  Library(const Library&) = delete;
-  Library& operator=(const Library&) = delete;
-
-  /// Unloads the library (`dlclose`). Never called for a never-unload plugin.
-  ~Library() {
-    std::lock_guard lock(slot_->mutex);
-    library_.unload();
+  /// \throws xdev::error for a malformed variable or an allowlist that cannot be read or parsed.
+  static LoadPolicy of(const LoadOptions& options) {
+    LoadPolicy policy;
+    policy.allow_insecure = options.insecure_allowed();
+    policy.allowlist = options.allowlist ? std::make_shared<const Allowlist>(*options.allowlist)
+                                         : allowlist_from_environment(policy.allow_insecure);
+    return policy;
   }
 
-  /// The file it was loaded from: absolute, as first asked for.
-  [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
-  /// The device type it provides, as its table names it ("REF"): what `XDEV_DEVICE` selects.
-  [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  /// The plugin's own version, free form ("" when the table has none).
-  [[nodiscard]] const std::string& version() const noexcept { return version_; }
-  /// What it runs on, free form ("" when the table has none).
-  [[nodiscard]] const std::string& platform() const noexcept { return platform_; }
-  /// The table's ABI minor (the major is always XDEV_ABI_MAJOR); may be newer than XDEV_ABI_MINOR.
-  [[nodiscard]] std::uint32_t abi_minor() const noexcept { return api_->abi_minor; }
-  /// True when the table's flags contain XDEV_PLUGIN_NEVER_UNLOAD.
-  [[nodiscard]] bool never_unload() const noexcept { return (api_->flags & XDEV_PLUGIN_NEVER_UNLOAD) != 0; }
-  /// The validated table. Fields past the XDEV_ABI_MINOR layout must not be read, nor fields past
-  /// its `struct_size` (a 1.1 or 1.2 table ends before `describe_device`); calling its entries
-  /// follows the rules of <xdev/plugin/abi.h>.
-  [[nodiscard]] const xdev_plugin_api& api() const noexcept { return *api_; }
-
- private:
-  friend struct detail::LibraryAccess;
-
-  Library(std::filesystem::path path, std::shared_ptr<detail::LoadSlot> slot, detail::PluginFile file,
-          boost::dll::shared_library library, const xdev_plugin_api* api)
-      : path_(std::move(path)),
-        name_(api->name),
-        version_(api->version != nullptr ? api->version : ""),
-        platform_(api->platform != nullptr ? api->platform : ""),
-        slot_(std::move(slot)),
-        file_(std::move(file)),
-        library_(std::move(library)),
-        api_(api) {}
-
-  std::filesystem::path path_;
-  std::string name_;
-  std::string version_;
-  std::string platform_;
-  std::shared_ptr<detail::LoadSlot> slot_;
-  detail::PluginFile file_;  // the descriptor the image was loaded through (see PluginFile)
-  boost::dll::shared_library library_;
-  const xdev_plugin_api* api_;
+  /// \throws xdev::error `errc::identity_mismatch` (naming `context`) when the allowlist does not
+  ///         admit `identity`.
+  void check(const Identity& identity, const std::string& context) const {
+    if (!allowlist || allowlist->admits(identity)) return;
+    throw error(errc::identity_mismatch, context + ": not on the plugin allowlist " + allowlist->origin() +
+                                             " (sha256 " + identity.sha256 + ", build-id " +
+                                             (identity.build_id.empty() ? "none" : identity.build_id) + ")");
+  }
 };
+
+}  // namespace detail
 
 namespace detail {
 
@@ -154,16 +125,6 @@ inline std::string cannot_load(const std::filesystem::path& path) {
   return "cannot load xdev plugin " + quoted(path);
 }
 
-/// The message `e` was constructed with: `what()` without the ": <code description>" that
-/// `std::system_error` appends.
-inline std::string message_of(const error& e) {
-  std::string text = e.what();
-  const std::string suffix = ": " + e.code().message();
-  if (text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0)
-    text.resize(text.size() - suffix.size());
-  return text;
-}
-
 /// Decides, from a validated table, that the library must not be initialized (a duplicate name,
 /// not the name asked for); returns the reason, or "" to go on.
 using Veto = std::function<std::string(const xdev_plugin_api&)>;
@@ -173,14 +134,6 @@ struct Acquired {
   std::shared_ptr<Library> library;  ///< null when vetoed
   std::string name;                  ///< the table's name
   std::string vetoed;                ///< the veto's reason
-};
-
-struct LibraryAccess {
-  static std::shared_ptr<Library> make(std::filesystem::path path, std::shared_ptr<LoadSlot> slot, PluginFile file,
-                                       boost::dll::shared_library library, const xdev_plugin_api* api) {
-    return std::shared_ptr<Library>(
-        new Library(std::move(path), std::move(slot), std::move(file), std::move(library), api));
-  }
 };
 
 /// The plugin's `initialize`, once for the image now mapped (the caller holds the slot's lock).
@@ -214,10 +167,12 @@ inline void initialize_once(LoadSlot& slot, const xdev_plugin_api& api, const st
 /// Every dlopen and dlclose of the file happens under its slot's lock. `name` receives the table's
 /// name as soon as the table passed its checks (so a caller knows whose `initialize` failed).
 /// Before the dynamic loader sees the file, it is opened once and that descriptor checked
-/// (`untrusted_reason`; refused with `errc::permission_denied` unless `allow_insecure`); the
-/// dynamic loader then opens the same descriptor, so the file checked is the file loaded.
+/// (`untrusted_reason`; refused with `errc::permission_denied` unless the policy allows insecure
+/// plugins) and its identity read and held against the policy's allowlist; the dynamic loader
+/// then opens the same descriptor, so the file checked is the file loaded.
 /// \throws xdev::error naming the path and the reason (see `load`).
-inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std::string& name, bool allow_insecure) {
+inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std::string& name,
+                        const LoadPolicy& policy) {
   std::error_code ec;
   const auto canonical = std::filesystem::canonical(path, ec);
   if (ec) throw error(errc::not_found, cannot_load(path) + ": " + ec.message());
@@ -228,6 +183,7 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   std::lock_guard lock(slot->mutex);
   alive = slot->library.lock();
   if (alive) {
+    policy.check(alive->identity(), cannot_load(path));  // loaded before, perhaps under another policy
     name = result.name = alive->name();
     result.vetoed = veto ? veto(alive->api()) : std::string();
     if (result.vetoed.empty()) result.library = alive;
@@ -238,7 +194,7 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   const bool keep_mapped = plugin_unloading_disabled();
   PluginFile file = open_plugin_file(canonical, cannot_load(path));
   if (const std::string why = untrusted_reason(file, canonical); !why.empty()) {
-    if (!allow_insecure)
+    if (!policy.allow_insecure)
       throw error(errc::permission_denied,
                   cannot_load(path) + ": not trusted: " + why +
                       " (a plugin and every directory above it must be owned by root or this process's user and "
@@ -246,6 +202,8 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
     diagnose(Severity::warning,
              "loading the untrusted plugin " + quoted(path) + " (" + why + ") because insecure plugins are allowed");
   }
+  Identity identity = read_identity(file, canonical, /*hash=*/policy.allowlist != nullptr, cannot_load(path));
+  policy.check(identity, cannot_load(path));
 
   boost::dll::shared_library library;
   boost::dll::fs::error_code load_error;
@@ -292,7 +250,7 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   if (!result.vetoed.empty()) return result;  // unloaded here, never initialized
 
   initialize_once(*slot, *api, path);
-  result.library = LibraryAccess::make(path, slot, std::move(file), std::move(library), api);
+  result.library = LibraryAccess::make(path, std::move(identity), slot, std::move(file), std::move(library), api);
   slot->library = result.library;
   if (result.library->never_unload()) {
     auto& state = loader_state();
@@ -345,6 +303,8 @@ inline std::vector<std::filesystem::path> list_candidates(const std::filesystem:
 ///   - `errc::not_found`: no such file;
 ///   - `errc::permission_denied`: the file or a directory above it is not trusted (owned by
 ///     another user, or writable by others; see `LoadOptions::allow_insecure_plugins`);
+///   - `errc::identity_mismatch`: an allowlist is in force and the file is not on it (never loaded);
+///   - what reading the allowlist throws (`LoadOptions::allowlist`, `XDEV_PLUGIN_ALLOWLIST`);
 ///   - `errc::incompatible_abi`: not an xdev plugin, or a plugin of another ABI major (never
 ///     loaded);
 ///   - `errc::unavailable`: the dynamic loader refused it (its dlerror text: an unresolved symbol,
@@ -370,8 +330,9 @@ inline std::shared_ptr<Library> load(const std::filesystem::path& path, const Lo
   if (inspection.kind == detail::FileKind::not_a_plugin)
     throw error(errc::incompatible_abi, detail::cannot_load(file) + ": not an xdev plugin (" + inspection.reason +
                                             "); a plugin is a shared library exporting " XDEV_PLUGIN_ENTRY_NAME);
+  const auto policy = detail::LoadPolicy::of(options);
   std::string name;
-  return detail::acquire(file, {}, name, options.insecure_allowed()).library;
+  return detail::acquire(file, {}, name, policy).library;
 }
 
 // ---- discovery -------------------------------------------------------------------------------
@@ -434,7 +395,8 @@ struct Discovery {
     return nullptr;
   }
 
-  /// A human-readable report, one line per directory, note and candidate (what xdev-info prints):
+  /// A human-readable report, one line per directory, note and candidate, and one more with the
+  /// identity of each loaded plugin (what xdev-info prints):
   /// ```text
   /// plugin search path:
   ///   /opt/p (XDEV_PLUGIN_PATH)
@@ -442,6 +404,7 @@ struct Discovery {
   ///   XDEV_PLUGIN_PATH entry 2 "rel" is not an absolute path: ignored (...)
   /// candidates:
   ///   loaded        /opt/p/libxdev_plugin_ref.so: REF 1.0 (ABI 1.3) on "host"
+  ///                 build-id 5f2b0a1c..., sha256 9f86d081...
   ///   not a plugin  /opt/p/libfoo.so: exports no xdev_plugin_entry_v1
   /// ```
   [[nodiscard]] std::string report() const {
@@ -466,6 +429,7 @@ struct Discovery {
         out += lib.name() + (lib.version().empty() ? "" : " " + lib.version()) + " (ABI " +
                std::to_string(XDEV_ABI_MAJOR) + "." + std::to_string(lib.abi_minor()) + ")";
         if (!lib.platform().empty()) out += " on \"" + lib.platform() + "\"";
+        out += "\n" + std::string(16, ' ') + identity_line(lib);
       } else {
         // A load error starts with the path this line already shows.
         const std::string prefix = detail::cannot_load(c.path) + ": ";
@@ -475,6 +439,17 @@ struct Discovery {
     }
     return out;
   }
+
+ private:
+  /// "build-id <hex>, sha256 <hex>" ("none" without a build-id), or why it cannot be read.
+  static std::string identity_line(const Library& lib) {
+    try {
+      const auto& id = lib.identity();
+      return "build-id " + (id.build_id.empty() ? std::string("none") : id.build_id) + ", sha256 " + id.sha256;
+    } catch (const error& e) {
+      return "identity unknown (" + e.message() + ")";
+    }
+  }
 };
 
 namespace detail {
@@ -483,7 +458,7 @@ namespace detail {
 /// initializes no other plugin (`find`); otherwise loads every plugin, first name wins.
 inline Discovery run_discovery(const SearchPath& path, std::optional<std::string_view> wanted,
                                const LoadOptions& options) {
-  const bool allow_insecure = options.insecure_allowed();
+  const auto policy = LoadPolicy::of(options);
   Discovery found;
   found.search_path = path;
   for (const auto& warning : path.warnings()) {
@@ -531,7 +506,7 @@ inline Discovery run_discovery(const SearchPath& path, std::optional<std::string
                  " (the first in the search path wins)";
         };
         try {
-          auto acquired = acquire(file, veto, c.name, allow_insecure);
+          auto acquired = acquire(file, veto, c.name, policy);
           c.name = acquired.name;
           if (acquired.library) {
             c.status = CandidateStatus::loaded;
@@ -546,7 +521,7 @@ inline Discovery run_discovery(const SearchPath& path, std::optional<std::string
         } catch (const error& e) {
           c.status = CandidateStatus::failed;
           c.error = e.code();
-          c.reason = message_of(e);
+          c.reason = e.message();
           diagnose(Severity::warning, c.reason);
         }
       }

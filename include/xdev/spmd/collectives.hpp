@@ -174,7 +174,7 @@ inline std::vector<std::vector<std::size_t>> groups_of(const char* op, const Mes
   try {
     return mesh.groups(axes);
   } catch (const error& e) {
-    invalid(op, message_of(e));
+    invalid(op, e.message());
   }
 }
 

@@ -215,16 +215,6 @@ struct Failure {
   std::string message;
 };
 
-/// The message an `xdev::error` was made with, without the ": <code description>" that
-/// `std::system_error::what()` appends (the receiving side adds its own).
-inline std::string error_text(const error& e) {
-  std::string text = e.what();
-  const std::string suffix = ": " + e.code().message();
-  if (text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0)
-    text.resize(text.size() - suffix.size());
-  return text;
-}
-
 /// The status and message of an exception: an `xdev::error` keeps its code, `std::bad_alloc` is
 /// out_of_memory, anything else internal with its `what()`.
 inline Failure failure_of(std::exception_ptr ep) noexcept {
@@ -233,7 +223,7 @@ inline Failure failure_of(std::exception_ptr ep) noexcept {
       std::rethrow_exception(std::move(ep));
     } catch (const error& e) {
       const int code = e.code().category() == error_category() ? e.code().value() : XDEV_ERR_INTERNAL;
-      return {code >= XDEV_ERR_INVALID_ARGUMENT && code <= XDEV_ERR_INTERNAL ? code : XDEV_ERR_INTERNAL, error_text(e)};
+      return {code >= XDEV_ERR_INVALID_ARGUMENT && code <= XDEV_ERR_INTERNAL ? code : XDEV_ERR_INTERNAL, e.message()};
     } catch (const std::bad_alloc& e) {
       return {XDEV_ERR_OUT_OF_MEMORY, e.what()};
     } catch (const std::exception& e) {

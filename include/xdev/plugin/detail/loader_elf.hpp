@@ -12,6 +12,7 @@
 #include <cstring>
 #include <istream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -104,6 +105,11 @@ std::string elf_layout_problem_of(std::istream& in, std::uint64_t file_size) {
   in.seekg(static_cast<std::streamoff>(header.shoff));
   if (!in.read(reinterpret_cast<char*>(sections.data()), static_cast<std::streamsize>(table_bytes)))
     return "cannot read the ELF section headers";
+  // library_info reads the section-name table by index, whatever its type: it must be bytes of
+  // the file (a NOBITS one would make it allocate the size the header claims).
+  if (sections[header.shstrndx].type == elf_section_nobits)
+    return "corrupt ELF file: its section-name table (section " + std::to_string(header.shstrndx) +
+           ") has no bytes in the file";
   for (std::size_t i = 0; i < sections.size(); ++i) {
     const auto& s = sections[i];
     if (s.type == elf_section_nobits) continue;
@@ -134,56 +140,86 @@ inline std::string elf_layout_problem(std::istream& in, std::uint64_t file_size)
 
 inline constexpr std::uint32_t elf_section_note = 7;
 
-/// The name in the first note of owner "xdev" and type `note_type` of an ELF file whose layout
-/// `elf_layout_problem` accepted: "" when there is none (or it is malformed).
+inline constexpr std::uint32_t elf_note_gnu_build_id = 3;  // NT_GNU_BUILD_ID, owner "GNU"
+
+/// The descriptor of the first note of owner `owner` and type `note_type` in the note sections of
+/// an ELF file whose layout `elf_layout_problem` accepted: `false` when there is none (or the
+/// notes are malformed).
 template <class Word>
-std::string elf_xdev_note_of(std::istream& in, std::uint64_t file_size, std::uint32_t note_type) {
+bool elf_note_of(std::istream& in, std::uint64_t file_size, std::string_view owner, std::uint32_t note_type,
+                 std::string& desc_out) {
   using Layout = ElfLayout<Word>;
   typename Layout::Header header{};
   in.clear();
   in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(&header), sizeof(header))) return {};
+  if (!in.read(reinterpret_cast<char*>(&header), sizeof(header))) return false;
   const std::uint64_t table_bytes = std::uint64_t{header.shnum} * sizeof(typename Layout::Section);
   if (header.shentsize != sizeof(typename Layout::Section) || !elf_range_fits(header.shoff, table_bytes, file_size))
-    return {};
+    return false;
   std::vector<typename Layout::Section> sections(header.shnum);
   in.seekg(static_cast<std::streamoff>(header.shoff));
-  if (!in.read(reinterpret_cast<char*>(sections.data()), static_cast<std::streamsize>(table_bytes))) return {};
+  if (!in.read(reinterpret_cast<char*>(sections.data()), static_cast<std::streamsize>(table_bytes))) return false;
   constexpr std::uint64_t max_note_section = 64 * 1024;  // notes are small; never read more
   for (const auto& s : sections) {
     if (s.type != elf_section_note || s.size < 12 || s.size > max_note_section) continue;
     if (!elf_range_fits(s.offset, s.size, file_size)) continue;
     std::vector<char> bytes(static_cast<std::size_t>(s.size));
     in.seekg(static_cast<std::streamoff>(s.offset));
-    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return {};
+    if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) return false;
     auto pad = [](std::uint64_t n) { return (n + 3) / 4 * 4; };
     for (std::uint64_t pos = 0; pos + 12 <= bytes.size();) {
-      std::uint32_t word[3];
+      std::uint32_t word[3];  // name size (with its NUL), descriptor size, type
       std::memcpy(word, bytes.data() + pos, sizeof word);
       const std::uint64_t name_at = pos + 12;
       const std::uint64_t desc_at = name_at + pad(word[0]);
       const std::uint64_t next = desc_at + pad(word[1]);
       if (next > bytes.size() || next <= pos) break;
-      if (word[0] == 5 && std::memcmp(bytes.data() + name_at, "xdev", 5) == 0 && word[2] == note_type) {
-        const char* desc = bytes.data() + desc_at;
-        const auto* end = static_cast<const char*>(std::memchr(desc, '\0', word[1]));
-        return end != nullptr ? std::string(desc, end) : std::string();
+      if (word[0] == owner.size() + 1 && std::memcmp(bytes.data() + name_at, owner.data(), owner.size()) == 0 &&
+          bytes[name_at + owner.size()] == '\0' && word[2] == note_type) {
+        desc_out.assign(bytes.data() + desc_at, word[1]);
+        return true;
       }
       pos = next;
     }
   }
-  return {};
+  return false;
 }
 
-/// `elf_xdev_note_of` for a file of this host's byte order and either class; "" for anything else.
-inline std::string elf_xdev_note(std::istream& in, std::uint64_t file_size, std::uint32_t note_type) {
+/// `elf_note_of` for a file of this host's byte order and either class; `false` for anything else.
+inline bool elf_note(std::istream& in, std::uint64_t file_size, std::string_view owner, std::uint32_t note_type,
+                     std::string& desc_out) {
   unsigned char ident[16] = {};
   in.clear();
   in.seekg(0);
-  if (file_size < sizeof(ident) || !in.read(reinterpret_cast<char*>(ident), sizeof(ident))) return {};
-  if (ident[4] == 1) return elf_xdev_note_of<std::uint32_t>(in, file_size, note_type);
-  if (ident[4] == 2) return elf_xdev_note_of<std::uint64_t>(in, file_size, note_type);
-  return {};
+  if (file_size < sizeof(ident) || !in.read(reinterpret_cast<char*>(ident), sizeof(ident))) return false;
+  if (ident[4] == 1) return elf_note_of<std::uint32_t>(in, file_size, owner, note_type, desc_out);
+  if (ident[4] == 2) return elf_note_of<std::uint64_t>(in, file_size, owner, note_type, desc_out);
+  return false;
+}
+
+/// The text of the note of owner "xdev" and type `note_type` (up to its NUL): "" without one.
+inline std::string elf_xdev_note(std::istream& in, std::uint64_t file_size, std::uint32_t note_type) {
+  std::string desc;
+  if (!elf_note(in, file_size, "xdev", note_type, desc)) return {};
+  const auto end = desc.find('\0');
+  if (end == std::string::npos) return {};  // a name note always ends with its NUL
+  desc.resize(end);
+  return desc;
+}
+
+/// The GNU build-id (`ld --build-id`) as lowercase hex digits: "" without one.
+inline std::string elf_build_id(std::istream& in, std::uint64_t file_size) {
+  std::string desc;
+  if (!elf_note(in, file_size, "GNU", elf_note_gnu_build_id, desc)) return {};
+  std::string hex;
+  hex.reserve(desc.size() * 2);
+  constexpr char digits[] = "0123456789abcdef";
+  for (const char c : desc) {
+    const auto byte = static_cast<unsigned char>(c);
+    hex += digits[byte >> 4];
+    hex += digits[byte & 0xf];
+  }
+  return hex;
 }
 
 }  // namespace xdev::plugin::detail

@@ -42,17 +42,20 @@ inline bool plugin_unloading_disabled() {
 
 /// A file opened for loading, whose descriptor names it to the dynamic loader (`loader_path`).
 /// The dynamic loader knows an image by that name, and would hand the same image out for another
-/// file opened later under the same descriptor number: so the descriptor stays open, and its
-/// number taken, as long as an image of that name is mapped (for good when it never unloads).
+/// file opened later under the same descriptor number: so once the name was handed to it
+/// (`mark_handed_to_loader`), the descriptor stays open, and its number taken, as long as an image
+/// of that name is mapped (for good when it never unloads). A descriptor never handed over is just
+/// closed: asking the dynamic loader about it would make it open the file (a FIFO would block).
 class PluginFile {
  public:
   PluginFile() = default;
   explicit PluginFile(int fd) noexcept : fd_(fd) {}
-  PluginFile(PluginFile&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  PluginFile(PluginFile&& o) noexcept : fd_(std::exchange(o.fd_, -1)), handed_(std::exchange(o.handed_, false)) {}
   PluginFile& operator=(PluginFile&& o) noexcept {
     if (this != &o) {
       reset();
       fd_ = std::exchange(o.fd_, -1);
+      handed_ = std::exchange(o.handed_, false);
     }
     return *this;
   }
@@ -63,20 +66,23 @@ class PluginFile {
   [[nodiscard]] int fd() const noexcept { return fd_; }
   /// The name under which the dynamic loader opens exactly this descriptor's file.
   [[nodiscard]] std::filesystem::path loader_path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+  /// Records that `loader_path()` was given to the dynamic loader (see the class comment).
+  void mark_handed_to_loader() noexcept { handed_ = true; }
 
  private:
   void reset() noexcept {
     if (fd_ < 0) return;
-    if (void* still = ::dlopen(loader_path().c_str(), RTLD_LAZY | RTLD_NOLOAD)) {
+    if (void* still = handed_ ? ::dlopen(loader_path().c_str(), RTLD_LAZY | RTLD_NOLOAD) : nullptr) {
       ::dlclose(still);
       fd_ = -1;  // kept open on purpose: its number must not name another file to the dynamic loader
       return;
     }
-    (void)::dlerror();
+    if (handed_) (void)::dlerror();
     ::close(fd_);
     fd_ = -1;
   }
   int fd_ = -1;
+  bool handed_ = false;
 };
 
 /// "0755" for messages.
@@ -105,9 +111,11 @@ inline std::string distrust(const struct stat& st, const char* what, const std::
 }
 
 /// Opens the plugin file `path` for reading (following symbolic links, as the dynamic loader would).
+/// Non-blocking, so that a FIFO or a device put in a plugin's place cannot stall the open: what
+/// is not a regular file is refused afterwards (`untrusted_reason`).
 /// \throws xdev::error `errc::not_found` or `errc::permission_denied` with the system's reason.
 inline PluginFile open_plugin_file(const std::filesystem::path& path, const std::string& context) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int e = errno;
     throw error(e == ENOENT ? errc::not_found : errc::permission_denied,
@@ -136,10 +144,13 @@ inline std::string untrusted_reason(const PluginFile& file, const std::filesyste
 /// The name to hand the dynamic loader for the checked descriptor `file` (of real path
 /// `canonical`): `/proc/self/fd/N`. Without /proc, the path itself, once it still names the very
 /// file checked (a narrower window than no check; docs/security.md).
-inline std::filesystem::path loader_name_of(const PluginFile& file, const std::filesystem::path& canonical,
+inline std::filesystem::path loader_name_of(PluginFile& file, const std::filesystem::path& canonical,
                                             const std::string& context) {
   auto name = file.loader_path();
-  if (::access(name.c_str(), F_OK) == 0) return name;
+  if (::access(name.c_str(), F_OK) == 0) {
+    file.mark_handed_to_loader();
+    return name;
+  }
   struct stat checked {};
   struct stat now {};
   if (::fstat(file.fd(), &checked) != 0 || ::stat(canonical.c_str(), &now) != 0 || checked.st_dev != now.st_dev ||

@@ -138,16 +138,6 @@ class DeadlineTimer {
 /// The default deadline of every collective, in milliseconds (process-wide).
 inline std::atomic<std::int64_t> default_timeout_ms{60'000};
 
-/// An xdev::error's message without the code description `what()` appends (to re-raise it with
-/// more context in front).
-inline std::string message_of(const error& e) {
-  std::string m = e.what();
-  const std::string suffix = ": " + e.code().message();
-  if (m.size() >= suffix.size() && m.compare(m.size() - suffix.size(), suffix.size(), suffix) == 0)
-    m.resize(m.size() - suffix.size());
-  return m;
-}
-
 // ---- the driver --------------------------------------------------------------------------------
 
 /// A step that must have completed before another may start: step `step` of participant `who`.
@@ -338,7 +328,7 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
               arrive_marker(r.who);
           } catch (const error& e) {
             // Say which collective failed; the message already names the device.
-            ep = std::make_exception_ptr(error(e.condition(), what_ + ": " + message_of(e)));
+            ep = std::make_exception_ptr(error(e.condition(), what_ + ": " + e.message()));
           } catch (...) {
             ep = std::current_exception();
           }

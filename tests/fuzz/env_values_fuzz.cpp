@@ -1,0 +1,98 @@
+// The single-value variables, each read by the function xdev reads it with: the first byte picks
+// the variable, the rest (up to a NUL, as in a real environment) is its value. Each value is
+// accepted or an invalid_argument naming the variable; never anything else.
+#include <xdev/any/registry.hpp>
+#include <xdev/core/dtype.hpp>
+#include <xdev/core/env.hpp>
+#include <xdev/plugin/detail/loader_trust.hpp>
+#include <xdev/plugin/search_path.hpp>
+
+#include "fuzz_support.hpp"
+
+#include <stdlib.h>
+
+#include <string>
+
+namespace {
+
+// Sets `name` to `value` for the scope (unset again after).
+struct ScopedVariable {
+  ScopedVariable(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
+  ~ScopedVariable() { ::unsetenv(name_); }
+  const char* name_;
+};
+
+void check_named(const xdev::error& e, const char* variable) {
+  XDEV_FUZZ_CHECK(e.message().find(variable) != std::string::npos);
+}
+
+template <class F>
+void expect_accepted_or_named(const char* variable, F&& f) {
+  try {
+    f();
+  } catch (const xdev::error& e) {
+    XDEV_FUZZ_CHECK(e.condition() == xdev::errc::invalid_argument || e.condition() == xdev::errc::not_found);
+    check_named(e, variable);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size == 0) return 0;
+  const auto text = xdev_fuzz::text_of(data + 1, size - 1);
+  const std::string value(text.substr(0, text.find('\0')));
+  switch (data[0] % 7) {
+    case 0: {
+      ScopedVariable v("XDEV_MAX_INFLIGHT", value);
+      expect_accepted_or_named("XDEV_MAX_INFLIGHT", [] {
+        const auto n = xdev::getenv_count("XDEV_MAX_INFLIGHT", 1, std::size_t{1} << 20);
+        XDEV_FUZZ_CHECK(!n || (*n >= 1 && *n <= (std::size_t{1} << 20)));
+      });
+      break;
+    }
+    case 1: {
+      ScopedVariable v("XDEV_HOST_DEVICES", value);
+      expect_accepted_or_named("XDEV_HOST_DEVICES", [] {
+        const auto n = xdev::getenv_count("XDEV_HOST_DEVICES", 1, 1024);
+        XDEV_FUZZ_CHECK(!n || (*n >= 1 && *n <= 1024));
+      });
+      break;
+    }
+    case 2: {
+      ScopedVariable v("XDEV_ALLOW_INSECURE_PLUGINS", value);
+      expect_accepted_or_named("XDEV_ALLOW_INSECURE_PLUGINS", [&] {
+        const bool on = xdev::plugin::detail::insecure_plugins_allowed_by_environment();
+        XDEV_FUZZ_CHECK(on == (value == "1"));
+      });
+      break;
+    }
+    case 3: {
+      ScopedVariable v("XDEV_DISABLE_PLUGIN_UNLOADING", value);
+      expect_accepted_or_named("XDEV_DISABLE_PLUGIN_UNLOADING", [&] {
+        XDEV_FUZZ_CHECK(xdev::plugin::detail::plugin_unloading_disabled() == (value == "1"));
+      });
+      break;
+    }
+    case 4: {
+      ScopedVariable v("XDEV_PLUGIN_PATH", value);
+      const auto path = xdev::plugin::search_path();
+      for (const auto& dir : path.directories()) XDEV_FUZZ_CHECK(dir.path.is_absolute());
+      break;
+    }
+    case 5: {
+      const auto parsed = xdev::try_parse_dtype(value);
+      if (parsed) XDEV_FUZZ_CHECK(xdev::parse_dtype(xdev::name_of(*parsed)) == *parsed);
+      xdev_fuzz::only_errors({xdev::errc::invalid_argument}, [&] { (void)xdev::parse_dtype(value); });
+      break;
+    }
+    case 6: {
+      // XDEV_DEVICE over a registry without plugins: HOST, or an error naming the variable.
+      static auto* registry = new xdev::Registry(xdev::plugin::SearchPath{});
+      ScopedVariable v("XDEV_DEVICE", value);
+      expect_accepted_or_named("XDEV_DEVICE", [] { XDEV_FUZZ_CHECK(registry->default_backend() == "HOST"); });
+      break;
+    }
+  }
+  return 0;
+}
