@@ -177,7 +177,9 @@ TEST(Allowlist, AMalformedLineIsAnErrorNamingTheListAndTheLine) {
       {std::string("build-id:") + std::string(130, '0'),
        "a build-id has an even number of hex digits from 8 to 128, not 130"},
   };
-  for (const auto& [line, problem] : cases) {
+  for (const auto& c : cases) {
+    const std::string& line = c.first;  // a named variable: clang 14 cannot capture a structured binding
+    const std::string& problem = c.second;
     const auto what = error_of([&] { (void)plugin::Allowlist::parse("# ok\n" + line + "\n", "\"/etc/list\""); },
                                xdev::errc::invalid_argument);
     EXPECT_THAT(what, HasSubstr("plugin allowlist \"/etc/list\" line 2: " + problem)) << line;
