@@ -65,8 +65,7 @@ class Library {
   /// \throws xdev::error `errc::unavailable` when the file can no longer be read to hash it.
   [[nodiscard]] const Identity& identity() const {
     std::call_once(hashed_, [this] {
-      if (identity_.sha256.empty())
-        identity_.sha256 = detail::read_identity(file_, identity_.real_path, true, "xdev plugin " + name_).sha256;
+      if (identity_.sha256.empty()) identity_.sha256 = detail::hash_plugin_file(file_, "xdev plugin " + name_);
     });
     return identity_;
   }

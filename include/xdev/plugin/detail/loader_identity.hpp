@@ -62,6 +62,16 @@ class DescriptorBuf : public std::streambuf {
   char buffer_[4096];
 };
 
+/// The SHA-256 of the plugin open as `file`.
+/// \throws xdev::error `errc::unavailable` naming `context` when the file cannot be read.
+inline std::string hash_plugin_file(const PluginFile& file, const std::string& context) {
+  try {
+    return sha256_of_descriptor(file.fd());
+  } catch (const std::system_error& e) {
+    throw error(errc::unavailable, context + ": cannot read it to hash it (" + e.code().message() + ")");
+  }
+}
+
 /// The identity of the plugin open as `file` (of real path `canonical`): its build-id always, its
 /// SHA-256 only when `hash` (it reads the whole file).
 /// \throws xdev::error `errc::unavailable` naming `context` when the file cannot be read.
@@ -76,13 +86,7 @@ inline Identity read_identity(const PluginFile& file, const std::filesystem::pat
   DescriptorBuf buffer(file.fd());
   std::istream in(&buffer);
   identity.build_id = elf_build_id(in, static_cast<std::uint64_t>(st.st_size));
-  if (hash) {
-    try {
-      identity.sha256 = sha256_of_descriptor(file.fd());
-    } catch (const std::system_error& e) {
-      throw error(errc::unavailable, context + ": cannot read it to hash it (" + e.code().message() + ")");
-    }
-  }
+  if (hash) identity.sha256 = hash_plugin_file(file, context);
   return identity;
 }
 
