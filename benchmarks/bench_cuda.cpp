@@ -6,7 +6,13 @@
 //   (the plugin's own launcher, cuda_kernels.h) on a stream of the benchmark's, then
 //   cudaStreamSynchronize. Goal: xdev at most 1.2x per operation. A third, diagnostic side
 //   ("handoff") is the raw launch with its completion seen by another thread and passed on through
-//   a std::future, the hand-off every asynchronous completion has.
+//   a std::future, the hand-off every asynchronous completion has. Two more diagnostic sides hand
+//   each raw launch to a completion thread while the launches go on: "raw_polled" polls each
+//   launch's event (as the plugin's completion thread does), "raw_written" spins on a page-locked
+//   counter the stream writes after each launch (cuStreamWriteValue64: no driver call while it
+//   waits). On an H100 they measured what the plugin's completion costs the submitting thread
+//   (raw_polled vs raw_events) and whether a counter would cost less (it did not: the write
+//   costs more than the event record saves); docs/cuda.md has the numbers.
 // submit/stream64: 64 such ops back to back on the default stream, waiting for the last, against 64
 //   raw launches and one synchronize. Goal: at most 1.1x per operation. submit/stream1024: the
 //   same with 1024 ops, where the in-flight bound (MaxInflight, XDEV_MAX_INFLIGHT) takes part.
@@ -39,10 +45,13 @@
 
 #include <benchmark/benchmark.h>
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <boost/asio/detached.hpp>
 
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -170,11 +179,97 @@ class Handoff {
   std::thread thread_;
 };
 
+// A thread that reports each operation's completion in order, as the plugin's completion thread
+// does, by one of two means: polling the operation's event with cudaEventQuery (pausing about a
+// microsecond between queries), or spinning on a host counter the stream writes after the
+// operation (cuStreamWriteValue64 into page-locked memory: no driver call while it waits). The
+// submitting thread publishes operations; `wait_all` waits until the thread has seen all of them.
+// Diagnostic: what the completion thread's polling costs the thread that submits.
+class Poller {
+ public:
+  enum class Mode { events, memory };
+  explicit Poller(Mode mode) : mode_(mode) {
+    for (auto& e : events_) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaHostAlloc(reinterpret_cast<void**>(&counter_), sizeof(std::uint64_t), cudaHostAllocMapped),
+          "cudaHostAlloc");
+    *counter_ = 0;
+    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_counter_), counter_, 0),
+          "cudaHostGetDevicePointer");
+    cudaDriverEntryPointQueryResult found{};
+    check(cudaGetDriverEntryPointByVersion("cuStreamWriteValue64", reinterpret_cast<void**>(&write_value_), 12000,
+                                           cudaEnableDefault, &found),
+          "cudaGetDriverEntryPointByVersion");
+    if (found != cudaDriverEntryPointSuccess) throw std::runtime_error("cuStreamWriteValue64 is not available");
+    thread_ = std::thread([this] { serve(); });
+  }
+  Poller(const Poller&) = delete;
+  Poller& operator=(const Poller&) = delete;
+  ~Poller() {
+    stop_.store(true);
+    thread_.join();
+    for (auto e : events_) cudaEventDestroy(e);
+    cudaFreeHost(counter_);
+  }
+
+  // After an operation was enqueued on `s`: marks its completion and hands it to the thread.
+  void publish(cudaStream_t s) {
+    const std::uint64_t n = published_.load(std::memory_order_relaxed) + 1;
+    if (mode_ == Mode::events)
+      check(cudaEventRecord(events_[n % events_.size()], s), "cudaEventRecord");
+    else if (write_value_(s, device_counter_, n, 0) != CUDA_SUCCESS)
+      throw std::runtime_error("cuStreamWriteValue64 failed");
+    published_.store(n, std::memory_order_release);
+  }
+  void wait_all() const {
+    const std::uint64_t n = published_.load(std::memory_order_relaxed);
+    while (completed_.load(std::memory_order_acquire) < n) pause();
+  }
+
+ private:
+  static void pause() noexcept {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  void serve() {
+    cudaSetDevice(0);
+    std::uint64_t next = 1;
+    while (!stop_.load(std::memory_order_relaxed)) {
+      if (published_.load(std::memory_order_acquire) < next) {
+        pause();
+        continue;
+      }
+      if (mode_ == Mode::events) {
+        while (cudaEventQuery(events_[next % events_.size()]) == cudaErrorNotReady) {
+          const auto t = std::chrono::steady_clock::now();
+          while (std::chrono::steady_clock::now() - t < std::chrono::microseconds(1)) pause();
+        }
+      } else {
+        while (std::atomic_ref<std::uint64_t>(*counter_).load(std::memory_order_acquire) < next) pause();
+      }
+      completed_.store(next++, std::memory_order_release);
+    }
+  }
+
+  using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+  Mode mode_;
+  std::array<cudaEvent_t, 4096> events_{};
+  std::uint64_t* counter_ = nullptr;
+  CUdeviceptr device_counter_ = 0;
+  WriteValue write_value_ = nullptr;
+  std::atomic<std::uint64_t> published_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 // Raw CUDA on the device xdev calls CUDA:0: a stream and a cuBLAS handle of the benchmark's own.
 struct Raw {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
   Handoff handoff;
+  Poller polled{Poller::Mode::events};
+  Poller written{Poller::Mode::memory};
   Raw() {
     check(cudaSetDevice(0), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -279,9 +374,27 @@ void submit(benchmark::State& st, std::int64_t per_wait) {
       check(cudaStreamSynchronize(r.stream), "cudaStreamSynchronize");
     }
   };
-  xdev_bench::run_interleaved(
-      st, {{"xdev", xdev_side}, {"raw", raw_side}, {"handoff", handoff_side}, {"raw_events", events_side}},
-      per_wait == 1 ? 200 : 10, static_cast<double>(per_wait));
+  // Diagnostic sides: each raw launch handed to a completion thread, which polls its event
+  // ("raw_polled") or a host counter the stream writes ("raw_written"), while the launches go on.
+  auto poller_side = [&](Poller& p) {
+    return [&](std::int64_t calls) {
+      for (std::int64_t c = 0; c < calls; ++c) {
+        for (std::int64_t i = 0; i < per_wait; ++i) {
+          check(xdev_cuda::kernels::scale(XDEV_DTYPE_F32, rx.p, n, 1.0, r.stream), "scale");
+          p.publish(r.stream);
+        }
+        p.wait_all();
+      }
+    };
+  };
+  xdev_bench::run_interleaved(st,
+                              {{"xdev", xdev_side},
+                               {"raw", raw_side},
+                               {"handoff", handoff_side},
+                               {"raw_events", events_side},
+                               {"raw_polled", poller_side(r.polled)},
+                               {"raw_written", poller_side(r.written)}},
+                              per_wait == 1 ? 200 : 10, static_cast<double>(per_wait));
   for (auto e : events) cudaEventDestroy(e);
 }
 
@@ -461,6 +574,13 @@ void all_reduce_mixed(benchmark::State& st) {
                          .subject = "xdev",
                          .baseline = "raw_events",
                          .unit = "op"});
+  for (const char* name : {"submit/latency", "submit/stream64"})
+    for (const char* side : {"raw_polled", "raw_written"})
+      xdev_bench::add_ratio({.label = std::string(name) + " xdev/" + side,
+                             .benchmark = name,
+                             .subject = "xdev",
+                             .baseline = side,
+                             .unit = "op"});
   // Long enough for the in-flight bound to matter: run with XDEV_MAX_INFLIGHT=16, 64, 256, 1024 to
   // see what the CUDA plugin's MaxInflight<256> was chosen from (docs/cuda.md).
   benchmark::RegisterBenchmark("submit/stream1024", submit_stream1024)->UseManualTime();

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,6 +42,57 @@ bool cuda_required() {
 }
 
 using xdev_test::ScopedEnv;
+
+// A kernel that writes to an address no allocation covers leaves the CUDA context unusable for the
+// rest of the process: the operation fails with errc::unavailable and CUDA's message, and so does
+// every later call, at once. Run in a child process of its own (a death test in the threadsafe
+// style re-executes this binary), since no other test could use the GPU after it.
+// It comes first in this file, before this process made a CUDA context of its own: with the other
+// tests' context held here, the child's could not be made on an H100 machine ("cudaSetDevice
+// failed: cudaErrorMemoryAllocation").
+TEST(CudaFault, AnIllegalAddressMarksTheDeviceLostAndNothingHangs) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    if (cuda_required()) FAIL() << "CUDA is required (XDEV_TEST_DEVICES) but no device is there";
+    GTEST_SKIP() << "no CUDA device";
+  }
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        int code = 0;
+        {
+          Cuda b;
+          std::promise<void> done;
+          auto f = done.get_future();
+          b.fill(0, xdev::ops::FillArgs<float, void*>{reinterpret_cast<void*>(0x100), 1 << 20, 1.0f},
+                 xdev::Completion([&done](std::exception_ptr ep) {
+                   if (ep)
+                     done.set_exception(ep);
+                   else
+                     done.set_value();
+                 }));
+          if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) std::_Exit(3);  // a hang
+          try {
+            f.get();
+            code = 4;  // the fault went unreported
+          } catch (const xdev::error& e) {
+            if (e.code() != xdev::errc::unavailable ||
+                std::string(e.what()).find("cudaErrorIllegalAddress") == std::string::npos)
+              code = 5;
+          }
+          try {
+            b.allocate(0, 16);
+            code = 6;  // the lost device still allocated
+          } catch (const xdev::error& e) {
+            if (e.code() != xdev::errc::unavailable ||
+                std::string(e.what()).find("CUDA:0 is lost") == std::string::npos)
+              code = 7;
+          }
+        }
+        std::exit(code);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
 
 TEST(CudaErrors, StatusesAreReportedByNameWithTheCall) {
   const auto oom = xdev_cuda::cuda_failure("CUDA:1", "cudaMallocAsync", cudaErrorMemoryAllocation);
@@ -127,7 +179,9 @@ TEST_F(CudaBackend, DevicesAndCapabilitiesComeFromTheDevice) {
   EXPECT_EQ(caps.priority, 200);
   EXPECT_TRUE(caps.supports(xdev::DType::f64) && caps.supports(xdev::DType::bf16));
   EXPECT_EQ(caps.rng_default, xdev::RngAlgorithm::philox);
-  EXPECT_EQ(b().completion_mode(), xdev_cuda::CompletionMode::poll);
+  if (std::getenv("XDEV_CUDA_COMPLETION") == nullptr) {
+    EXPECT_EQ(b().completion_mode(), xdev_cuda::CompletionMode::poll);
+  }
 }
 
 TEST_F(CudaBackend, AnAllocationBeyondTheDeviceIsOutOfMemoryAndTheDeviceStaysUsable) {
@@ -292,55 +346,8 @@ TEST_F(CudaDevice, AGatherWithAnIndexOutOfRangeFailsAndLeavesTheOutputAlone) {
   for (float v : back) EXPECT_EQ(v, -1.0f);
 }
 
-// A kernel that writes to an address no allocation covers leaves the CUDA context unusable for the
-// rest of the process: the operation fails with errc::unavailable and CUDA's message, and so does
-// every later call, at once. Run in a child process of its own (a death test in the threadsafe
-// style re-executes this binary), since no other test could use the GPU after it.
-TEST(CudaFault, AnIllegalAddressMarksTheDeviceLostAndNothingHangs) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    if (cuda_required()) FAIL() << "CUDA is required (XDEV_TEST_DEVICES) but no device is there";
-    GTEST_SKIP() << "no CUDA device";
-  }
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        int code = 0;
-        {
-          Cuda b;
-          std::promise<void> done;
-          auto f = done.get_future();
-          b.fill(0, xdev::ops::FillArgs<float, void*>{reinterpret_cast<void*>(0x100), 1 << 20, 1.0f},
-                 xdev::Completion([&done](std::exception_ptr ep) {
-                   if (ep)
-                     done.set_exception(ep);
-                   else
-                     done.set_value();
-                 }));
-          if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) std::_Exit(3);  // a hang
-          try {
-            f.get();
-            code = 4;  // the fault went unreported
-          } catch (const xdev::error& e) {
-            if (e.code() != xdev::errc::unavailable ||
-                std::string(e.what()).find("cudaErrorIllegalAddress") == std::string::npos)
-              code = 5;
-          }
-          try {
-            b.allocate(0, 16);
-            code = 6;  // the lost device still allocated
-          } catch (const xdev::error& e) {
-            if (e.code() != xdev::errc::unavailable ||
-                std::string(e.what()).find("CUDA:0 is lost") == std::string::npos)
-              code = 7;
-          }
-        }
-        std::exit(code);
-      },
-      ::testing::ExitedWithCode(0), "");
-}
-
-// The other completion mode gives the same results (host functions instead of polled events).
+// The other completion mode gives the same results (host functions instead of polled events),
+// and 64 operations queued at once complete in order.
 TEST(CudaCompletion, HostFunctionCompletionsDeliverTheSameResults) {
   ScopedEnv env("XDEV_CUDA_COMPLETION", "host_func");
   std::unique_ptr<Cuda> b;
@@ -368,6 +375,21 @@ TEST(CudaCompletion, HostFunctionCompletionsDeliverTheSameResults) {
   done[0].get_future().get();
   done[1].get_future().get();
   EXPECT_EQ(total, 1500.0);
+  // 64 scalings queued at once complete in order.
+  std::vector<int> order;
+  std::mutex m;
+  std::promise<void> last;
+  for (int i = 0; i < 64; ++i)
+    b->scale(0, xdev::ops::ScaleArgs<double, void*>{x, n, 2.0}, xdev::Completion([&, i](std::exception_ptr ep) {
+               std::lock_guard lk(m);
+               order.push_back(ep ? -1 : i);
+               if (i == 63) last.set_value();
+             }));
+  last.get_future().get();
+  for (int i = 0; i < 64; ++i) ASSERT_EQ(order.at(static_cast<std::size_t>(i)), i);
+  b->sum(0, xdev::ops::SumArgs<double, void*>{x, n, &total}, completion(2));
+  done[2].get_future().get();
+  EXPECT_EQ(total, 1500.0 * 18446744073709551616.0);  // 2^64
   b->deallocate(0, x, n * sizeof(double));
 }
 
