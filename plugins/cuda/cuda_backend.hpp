@@ -40,6 +40,7 @@
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/detail/block_pool.hpp>
+#include <xdev/core/detail/spin_mutex.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/kernels/detail/rounding.hpp>
@@ -745,12 +746,14 @@ class Cuda {
     std::map<cudaStream_t, cublasHandle_t> blas;
     std::mutex blas_m;  // guards `blas`, and a handle's pointer mode during a call
 
-    // Completions, in submission order, served by `completer`.
-    std::mutex m;
-    std::condition_variable cv;
+    // Completions, in submission order, served by `completer`. The submitting thread and the
+    // completion thread both take `m` for every operation: a spinning lock, which never puts
+    // either to sleep in the kernel (`cv` only when the completion thread is idle).
+    xdev::detail::SpinMutex m;
+    std::condition_variable_any cv;
     std::deque<detail::Pending*> done_queue;
     std::atomic<std::size_t> queued{0};  // done_queue's size, read without the lock while idle
-    std::mutex events_m;
+    xdev::detail::SpinMutex events_m;
     std::vector<cudaEvent_t> events;  // recycled (under events_m)
     bool stopping = false;
     bool sleeping = false;  // the completion thread waits on `cv` (else it polls `done_queue`)
@@ -1014,7 +1017,7 @@ class Cuda {
         using clock = std::chrono::steady_clock;
         const auto until = clock::now() + idle_poll;
         lk.unlock();
-        while (d.queued.load(std::memory_order_acquire) == 0 && clock::now() < until) relax();
+        while (d.queued.load(std::memory_order_acquire) == 0 && clock::now() < until) xdev::detail::cpu_relax();
         lk.lock();
         d.sleeping = true;
         d.cv.wait(lk, [&] { return d.stopping || !d.done_queue.empty(); });
@@ -1024,7 +1027,7 @@ class Cuda {
       detail::Pending* p = d.done_queue.front();
       lk.unlock();
       cudaError_t status = cudaSuccess;
-      if (p->event != nullptr) status = wait_for_event(p->event);
+      if (p->event != nullptr) status = wait_for_event(d, p->event);
       lk.lock();
       d.done_queue.pop_front();
       d.queued.fetch_sub(1, std::memory_order_relaxed);
@@ -1042,32 +1045,28 @@ class Cuda {
     }
   }
 
-  // Waits for `ev`: polling `cudaEventQuery` about every microsecond for `spin_limit` (as
-  // `cudaStreamSynchronize` spins by default on a machine with more cores than GPUs; the pauses
-  // keep the driver's lock free for the threads that enqueue), then every `sleep_poll` in short
-  // sleeps. A blocking wait on the event would save those few wake-ups, but waking from it took
-  // about 0.2 ms on an H200 machine (docs/cuda.md), which is what a 2 ms gemm then lost.
-  static cudaError_t wait_for_event(cudaEvent_t ev) {
+  // Waits for `ev`: polling `cudaEventQuery` for `spin_limit` (as `cudaStreamSynchronize` spins
+  // by default on a machine with more cores than GPUs), then every `sleep_poll` in short sleeps.
+  // While `ev` is the last operation queued (someone may be waiting for just it) the polls are
+  // about a microsecond apart; while more operations wait behind it, `busy_poll` apart: each
+  // query takes the driver's lock, which the thread enqueuing those operations needs too (polled
+  // every microsecond, a launch cost 1.4 us more on an H100). A blocking wait on the event would
+  // save the wake-ups, but waking from it took about 0.2 ms on an H200 machine (docs/cuda.md),
+  // which is what a 2 ms gemm then lost.
+  static cudaError_t wait_for_event(const Dev& d, cudaEvent_t ev) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     cudaError_t status;
     while ((status = cudaEventQuery(ev)) == cudaErrorNotReady) {
       const auto now = clock::now();
       if (now - start < spin_limit) {
-        while (clock::now() - now < std::chrono::microseconds(1)) relax();
+        const auto pause = d.queued.load(std::memory_order_relaxed) > 1 ? busy_poll : std::chrono::microseconds(1);
+        while (clock::now() - now < pause) xdev::detail::cpu_relax();
       } else {
         std::this_thread::sleep_for(sleep_poll);
       }
     }
     return status;
-  }
-
-  static void relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    asm volatile("yield");
-#endif
   }
 
   void deliver(Dev& d, detail::Pending* raw, cudaError_t status) {
@@ -1185,6 +1184,7 @@ class Cuda {
   // How long the completion thread polls an event continuously, then how long it sleeps between
   // polls.
   static constexpr std::chrono::microseconds spin_limit{2000};
+  static constexpr std::chrono::microseconds busy_poll{4};
   static constexpr std::chrono::microseconds sleep_poll{10};
   // How long the completion thread looks for the next operation before it sleeps.
   static constexpr std::chrono::microseconds idle_poll{100};

@@ -2,6 +2,7 @@
 /// `xdev::Throttle`: the bound on a device's in-flight executions.
 #pragma once
 
+#include <xdev/core/detail/spin_mutex.hpp>
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/error.hpp>
 
@@ -176,7 +177,7 @@ class Throttle {
       const auto until = std::chrono::steady_clock::now() + spin_budget;
       for (int i = 0; state_.load(std::memory_order_acquire) == spinning; ++i) {
         if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
-        relax();
+        detail::cpu_relax();
       }
       std::unique_lock g(m_);  // also waits for a grant in progress to let go of the lock
       int expected = spinning;
@@ -186,13 +187,6 @@ class Throttle {
 
    private:
     enum : int { spinning, sleeping, granted };
-    static void relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#else
-      std::this_thread::yield();
-#endif
-    }
     std::mutex m_;
     std::condition_variable cv_;
     std::atomic<int> state_{spinning};
@@ -243,9 +237,7 @@ class Throttle {
       }
     }
   }
-  void freeze_locked() noexcept {
-    state_.fetch_or(frozen, std::memory_order_seq_cst);
-  }
+  void freeze_locked() noexcept { state_.fetch_or(frozen, std::memory_order_seq_cst); }
   // Sets the bits from the state under the lock (see `frozen`, `parked`).
   void settle_locked() noexcept {
     std::uint64_t bits = 0;
@@ -259,18 +251,14 @@ class Throttle {
     }
   }
   // seq_cst: wait_idle() reads it after counting itself in (see try_give_back_fast).
-  std::size_t in_use_locked() const noexcept {
-    return count(state_.load(std::memory_order_seq_cst));
-  }
+  std::size_t in_use_locked() const noexcept { return count(state_.load(std::memory_order_seq_cst)); }
 
   bool try_take_locked() {
     if (dispatching_ || !waiters_.empty() || in_use_locked() >= limit_) return false;
     take_locked();
     return true;
   }
-  void take_locked() {
-    note_high_water(count(state_.fetch_add(1, std::memory_order_acq_rel)) + 1);
-  }
+  void take_locked() { note_high_water(count(state_.fetch_add(1, std::memory_order_acq_rel)) + 1); }
   void note_high_water(std::size_t n) noexcept {
     std::size_t h = high_water_.load(std::memory_order_relaxed);
     while (n > h && !high_water_.compare_exchange_weak(h, n, std::memory_order_relaxed)) {

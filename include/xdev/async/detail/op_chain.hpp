@@ -4,6 +4,7 @@
 
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/detail/block_pool.hpp>
+#include <xdev/core/detail/spin_mutex.hpp>
 #include <xdev/core/error.hpp>
 
 #include <atomic>
@@ -311,24 +312,27 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
 
   void push_native(ChainNode* n) {
     n->refs_.fetch_add(1, std::memory_order_relaxed);  // the chain's, until delivered
-    {
-      std::lock_guard lk(m_);
-      append_locked(n);
-      if (next_start_ == nullptr) next_start_ = n;
-      if (starting_) return;
-      starting_ = true;
-    }
-    start_native();
+    std::unique_lock lk(m_);
+    append_locked(n);
+    if (next_start_ == nullptr) next_start_ = n;
+    if (starting_) return;
+    starting_ = true;
+    start_native(lk);
   }
 
-  void start_native() {
-    std::unique_lock lk(m_);
+  // Starts what may start now. Called holding the lock, as the one starting thread (starting_);
+  // returns without it. The lock is taken once per node started (the submitting thread and the
+  // completing one both take it for every operation, so every acquisition counts).
+  void start_native(std::unique_lock<SpinMutex>& lk) {
+    ChainNode* started = nullptr;  // our reference to the node started last, dropped unlocked
     for (;;) {
       ChainNode* n = next_start_;
       // Held back: by a node that must complete first, or a host-ordered node that must wait for
       // everything before it.
       if (n == nullptr || held_back_ != 0 || (!n->queue_ordered() && n != head_)) {
         starting_ = false;
+        lk.unlock();
+        if (started != nullptr) started->unref();
         return;
       }
       next_start_ = n->next_;
@@ -339,6 +343,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
       std::exception_ptr poisoned = n->is_operation() ? poison_ : nullptr;
       n->refs_.fetch_add(1, std::memory_order_relaxed);  // ours: it may be delivered before we look again
       lk.unlock();
+      if (started != nullptr) started->unref();
       bool multi_step = false;
       if (poisoned) {
         n->fail_unstarted(std::move(poisoned));
@@ -351,14 +356,12 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
       } else {
         n->start();
       }
+      started = n;
       lk.lock();
       if (multi_step && !n->done_) {
         n->holds_back_ = true;
         ++held_back_;
       }
-      lk.unlock();
-      n->unref();
-      lk.lock();
     }
   }
 
@@ -392,8 +395,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     }
     if (!resume || starting_) return;
     starting_ = true;
-    lk.unlock();
-    start_native();
+    start_native(lk);
   }
 
   void on_complete(const std::exception_ptr& failed) {
@@ -413,7 +415,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   std::size_t held_back_ = 0;
   bool starting_ = false;
   bool delivering_ = false;
-  mutable std::mutex m_;
+  mutable SpinMutex m_;  // taken by the submitting and the completing thread for every operation
   std::exception_ptr poison_;
   bool poison_on_error_ = false;
   HandlerCount handlers_;

@@ -10,9 +10,9 @@
 #include <xdev/core/error.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 
+#include <atomic>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -48,17 +48,18 @@ xdev_status guarded(xdev_error* err, F&& f) noexcept {
 /// host's `xdev_completion` is called at most once, and never when the entry returns an error.
 /// While the entry runs, a completion the backend destroys uncalled only marks it dropped (the
 /// entry may still fail); after the entry returned, dropping it reports `errc::internal`.
+///
+/// One per operation, touched by the submitting thread (the entry) and the completing one: its
+/// state is one atomic word. (It comes from the heap, not the plugin's block pool: a thread that
+/// touched the pool of a plugin keeps that plugin from being unloaded until the thread ends, as
+/// its thread-local cache registers an exit hook in the plugin.)
 class CompletionState {
  public:
   explicit CompletionState(const xdev_completion& c) noexcept : c_(c) {}
 
   /// The backend called its completion.
   void complete(std::exception_ptr ep) noexcept {
-    {
-      std::lock_guard lk(m_);
-      if (finished_) return;
-      finished_ = true;
-    }
+    if ((state_.fetch_or(finished, std::memory_order_acq_rel) & finished) != 0) return;
     if (!ep) return c_.complete(c_.context, XDEV_OK, nullptr);
     const Failure f = failure_of(std::move(ep));
     c_.complete(c_.context, f.code, f.message.c_str());
@@ -66,50 +67,48 @@ class CompletionState {
 
   /// The backend destroyed its completion without calling it.
   void drop() noexcept {
-    {
-      std::lock_guard lk(m_);
-      if (finished_) return;
-      if (in_call_) {
-        dropped_ = true;
+    // In the call: only note it (the entry may still fail). After it: fail the operation.
+    unsigned s = state_.load(std::memory_order_acquire);
+    while ((s & finished) == 0) {
+      const unsigned next = (s & in_call) != 0 ? s | dropped : s | finished;
+      if (state_.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
+        if ((next & finished) != 0) fire_dropped();
         return;
       }
-      finished_ = true;
     }
-    fire_dropped();
   }
 
   /// The backend's member returned normally.
   void returned() noexcept {
-    {
-      std::lock_guard lk(m_);
-      in_call_ = false;
-      if (finished_ || !dropped_) return;
-      finished_ = true;
+    unsigned s = state_.load(std::memory_order_acquire);
+    for (;;) {
+      unsigned next = s & ~in_call;
+      if ((s & (finished | dropped)) == dropped) next |= finished;
+      if (state_.compare_exchange_weak(s, next, std::memory_order_acq_rel)) {
+        if ((s & finished) == 0 && (next & finished) != 0) fire_dropped();
+        return;
+      }
     }
-    fire_dropped();
   }
 
   /// The backend's member threw. True when the entry may return the error (the completion was not
   /// called and now never will be); false when the backend completed before throwing.
   bool threw() noexcept {
-    std::lock_guard lk(m_);
-    in_call_ = false;
-    if (finished_) return false;
-    finished_ = true;
-    return true;
+    const unsigned s = state_.fetch_or(finished, std::memory_order_acq_rel);
+    state_.fetch_and(~in_call, std::memory_order_acq_rel);
+    return (s & finished) == 0;
   }
 
  private:
+  enum : unsigned { in_call = 1, finished = 2, dropped = 4 };
+
   void fire_dropped() noexcept {
     c_.complete(c_.context, XDEV_ERR_INTERNAL,
                 "the backend destroyed the completion of an operation without calling it");
   }
 
   xdev_completion c_;
-  std::mutex m_;
-  bool in_call_ = true;
-  bool finished_ = false;
-  bool dropped_ = false;
+  std::atomic<unsigned> state_{in_call};
 };
 
 /// The callable inside the `xdev::Completion` a backend receives.
