@@ -12,7 +12,10 @@
 //   counter the stream writes after each launch (cuStreamWriteValue64: no driver call while it
 //   waits). On an H100 they measured what the plugin's completion costs the submitting thread
 //   (raw_polled vs raw_events) and whether a counter would cost less (it did not: the write
-//   costs more than the event record saves); docs/cuda.md has the numbers.
+//   costs more than the event record saves); docs/cuda.md has the numbers. Three more split xdev's
+//   cost by layer: "xdev_callback" (the last op completes into a callback the caller spins on,
+//   not a future), "typed" (xdev's typed Device<xdev_cuda::Cuda>: the core without the plugin
+//   boundary and AnyDevice) and "plugin_class" (the plugin's backend class called directly).
 // submit/stream64: 64 such ops back to back on the default stream, waiting for the last, against 64
 //   raw launches and one synchronize. Goal: at most 1.1x per operation. submit/stream1024: the
 //   same with 1024 ops, where the in-flight bound (MaxInflight, XDEV_MAX_INFLIGHT) takes part.
@@ -34,10 +37,13 @@
 // every benchmark reports an error saying why.
 #include "support/ratio.hpp"
 
+#include "cuda_backend.hpp"
 #include "cuda_kernels.h"
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/registry.hpp>
+#include <xdev/core/detail/spin_mutex.hpp>
+#include <xdev/device/runtime.hpp>
 #include <xdev/ops/autocast.hpp>
 #include <xdev/ops/ops.hpp>
 #include <xdev/spmd/collectives.hpp>
@@ -289,6 +295,18 @@ Raw& raw() {
   return r;
 }
 
+// The plugin's backend class, used without xdev's core (`direct`) and as a typed xdev device
+// without the plugin boundary and AnyDevice (`typed`): diagnostic layers of the submission cost.
+struct Layers {
+  xdev_cuda::Cuda direct;
+  xdev::Runtime<xdev_cuda::Cuda> typed;
+};
+
+Layers& layers() {
+  static Layers l;
+  return l;
+}
+
 bool ready(benchmark::State& st) {
   if (!devices().error.empty()) {
     st.SkipWithError(devices().error.c_str());
@@ -344,6 +362,41 @@ void submit(benchmark::State& st, std::int64_t per_wait) {
       ops::scale(dev, x, 1.0f).get();
     }
   };
+  // Diagnostic side: the same ops, the last one's completion a callback that sets a flag the
+  // submitting thread spins on: xdev's submission and completion without the future's wait.
+  auto callback_side = [&](std::int64_t calls) {
+    for (std::int64_t c = 0; c < calls; ++c) {
+      for (std::int64_t i = 0; i + 1 < per_wait; ++i) ops::scale(dev, x, 1.0f, boost::asio::detached);
+      std::atomic<bool> done{false};
+      ops::scale(dev, x, 1.0f, [&done](std::exception_ptr) { done.store(true, std::memory_order_release); });
+      while (!done.load(std::memory_order_acquire)) xdev::detail::cpu_relax();
+    }
+  };
+  // Diagnostic sides, the same ops through fewer layers: the plugin's backend class called
+  // directly ("plugin_class"), and xdev's typed device over it, no plugin boundary, no AnyDevice
+  // ("typed").
+  Layers& l = layers();
+  void* dx = l.direct.allocate(0, n * sizeof(float));
+  auto direct_side = [&](std::int64_t calls) {
+    for (std::int64_t c = 0; c < calls; ++c) {
+      std::atomic<bool> done{false};
+      for (std::int64_t i = 0; i < per_wait; ++i)
+        l.direct.scale(0, xdev::ops::ScaleArgs<float, void*>{dx, n, 1.0f},
+                       xdev::Completion([&done, last = i + 1 == per_wait](std::exception_ptr) {
+                         if (last) done.store(true, std::memory_order_release);
+                       }));
+      while (!done.load(std::memory_order_acquire)) xdev::detail::cpu_relax();
+    }
+  };
+  const auto tdev = l.typed.device(0);
+  auto tx = xdev::empty<float>(tdev, {static_cast<std::int64_t>(n)});
+  ops::fill(tdev, tx, 1.0f).get();
+  auto typed_side = [&](std::int64_t calls) {
+    for (std::int64_t c = 0; c < calls; ++c) {
+      for (std::int64_t i = 0; i + 1 < per_wait; ++i) ops::scale(tdev, tx, 1.0f, boost::asio::detached);
+      ops::scale(tdev, tx, 1.0f).get();
+    }
+  };
   auto raw_side = [&](std::int64_t calls) {
     for (std::int64_t c = 0; c < calls; ++c) {
       for (std::int64_t i = 0; i < per_wait; ++i)
@@ -392,10 +445,14 @@ void submit(benchmark::State& st, std::int64_t per_wait) {
                                {"raw", raw_side},
                                {"handoff", handoff_side},
                                {"raw_events", events_side},
+                               {"xdev_callback", callback_side},
+                               {"typed", typed_side},
+                               {"plugin_class", direct_side},
                                {"raw_polled", poller_side(r.polled)},
                                {"raw_written", poller_side(r.written)}},
                               per_wait == 1 ? 200 : 10, static_cast<double>(per_wait));
   for (auto e : events) cudaEventDestroy(e);
+  l.direct.deallocate(0, dx, n * sizeof(float));
 }
 
 void submit_latency(benchmark::State& st) {
@@ -575,7 +632,7 @@ void all_reduce_mixed(benchmark::State& st) {
                          .baseline = "raw_events",
                          .unit = "op"});
   for (const char* name : {"submit/latency", "submit/stream64"})
-    for (const char* side : {"raw_polled", "raw_written"})
+    for (const char* side : {"raw_polled", "raw_written", "xdev_callback", "typed", "plugin_class"})
       xdev_bench::add_ratio({.label = std::string(name) + " xdev/" + side,
                              .benchmark = name,
                              .subject = "xdev",
