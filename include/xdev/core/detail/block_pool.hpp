@@ -14,6 +14,8 @@
 #include <mutex>
 #include <new>
 
+#include <pthread.h>
+
 namespace xdev::detail {
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -36,8 +38,13 @@ inline constexpr bool block_pool_enabled = true;
 /// One pool per module (a plugin has its own). The pool object lives in static storage and is
 /// never destroyed, so that work finishing during static destruction can still free into it; at
 /// exit, or when a plugin is unloaded, its caches are emptied and it stops caching (`drain`), so
-/// an unloaded plugin leaves no block behind in the pool; blocks in the magazines of threads that
-/// are still running go back to the heap when those threads end.
+/// an unloaded plugin leaves no block behind in the pool. A thread's magazines go back to the
+/// shared lists when the thread ends, through a POSIX thread-specific key, not a `thread_local`
+/// object with a destructor: the C++ runtime registers such a destructor with the module that
+/// defines it, which keeps a plugin mapped until every thread that ever touched its pool has
+/// ended (the main thread never does). The key is deleted when the pool drains; blocks still in
+/// the magazines of running threads are then left to the heap (at most `magazine` per size class
+/// and thread).
 class block_pool {
  public:
   static constexpr std::size_t min_block = 64;
@@ -96,33 +103,32 @@ class block_pool {
     free_block* head = nullptr;
     std::size_t count = 0;
   };
-  // A thread's magazines. Trivially destructible, so that it stays usable while the thread's other
-  // thread-local objects are destroyed; `flusher` empties it first and marks it dead.
+  // A thread's magazines. Trivially destructible (no exit hook registered for it), so that it
+  // stays usable while the thread's thread-local objects are destroyed; `flush_thread` empties it
+  // after them and marks it dead.
   struct thread_cache {
     free_block* head[class_count];
     std::uint32_t count[class_count];
     bool armed;
     bool dead;
   };
-  struct flusher {
-    block_pool* pool;
-    thread_cache* cache;
-    ~flusher() {
-      cache->dead = true;
-      for (std::size_t c = 0; c < class_count; ++c) {
-        if (cache->count[c] != 0) pool->give_back(c, cache->head[c]);
-        cache->head[c] = nullptr;
-        cache->count[c] = 0;
-      }
+
+  // The thread-specific key's destructor: the ending thread's magazines go to the shared lists.
+  static void flush_thread(void* p) noexcept {
+    auto* cache = static_cast<thread_cache*>(p);
+    cache->dead = true;
+    for (std::size_t c = 0; c < class_count; ++c) {
+      if (cache->count[c] != 0) instance().give_back(c, cache->head[c]);
+      cache->head[c] = nullptr;
+      cache->count[c] = 0;
     }
-  };
+  }
 
   thread_cache& local() noexcept {
     static thread_local thread_cache tc{};
     if (!tc.armed) [[unlikely]] {
       tc.armed = true;
-      static thread_local const flusher f{this, &tc};
-      (void)f;
+      if (exit_key_ready_.load(std::memory_order_acquire)) pthread_setspecific(exit_key_, &tc);
     }
     return tc;
   }
@@ -184,6 +190,7 @@ class block_pool {
   // threads still running go back to the heap when those threads end.
   void drain() noexcept {
     draining_.store(true, std::memory_order_release);
+    if (exit_key_ready_.exchange(false)) pthread_key_delete(exit_key_);  // no flush_thread once unmapped
     for (bucket& b : buckets_) {
       std::lock_guard lk(b.m);
       while (free_block* f = b.head) {
@@ -199,9 +206,11 @@ class block_pool {
     ~drain_at_exit() { pool->drain(); }
   };
 
-  block_pool() = default;
+  block_pool() noexcept { exit_key_ready_.store(pthread_key_create(&exit_key_, &flush_thread) == 0); }
   bucket buckets_[class_count];
   std::atomic<bool> draining_{false};
+  pthread_key_t exit_key_{};
+  std::atomic<bool> exit_key_ready_{false};  // without a key (none left), magazines stay to the end
 };
 
 /// A standard allocator over `block_pool` (for `std::allocate_shared`, `std::promise`, Asio's

@@ -7,6 +7,7 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 
@@ -50,9 +51,9 @@ xdev_status guarded(xdev_error* err, F&& f) noexcept {
 /// entry may still fail); after the entry returned, dropping it reports `errc::internal`.
 ///
 /// One per operation, touched by the submitting thread (the entry) and the completing one: its
-/// state is one atomic word. (It comes from the heap, not the plugin's block pool: a thread that
-/// touched the pool of a plugin keeps that plugin from being unloaded until the thread ends, as
-/// its thread-local cache registers an exit hook in the plugin.)
+/// state is one atomic word, and it comes from the plugin's block pool. (So the abitest plugin's
+/// unloading test, PluginBackend.TheLibraryStaysLoadedUntilTheLastObjectFromItIsGone, also checks
+/// that a plugin whose pool the calling thread used still unloads.)
 class CompletionState {
  public:
   explicit CompletionState(const xdev_completion& c) noexcept : c_(c) {}
@@ -141,7 +142,7 @@ xdev_status run_async(xdev_error* err, const xdev_completion* done, F&& f) noexc
     if (done == nullptr) throw error(errc::invalid_argument, "the completion is null");
     check_struct_size(done->struct_size, sizeof(xdev_completion), "xdev_completion");
     if (done->complete == nullptr) throw error(errc::invalid_argument, "xdev_completion::complete is null");
-    state = std::make_shared<CompletionState>(*done);
+    state = std::allocate_shared<CompletionState>(xdev::detail::pool_allocator<CompletionState>{}, *done);
     std::forward<F>(f)(Completion(CompletionHandle(state)));
   });
   if (!failure) {
