@@ -43,8 +43,8 @@ inline constexpr bool block_pool_enabled = true;
 /// object with a destructor: the C++ runtime registers such a destructor with the module that
 /// defines it, which keeps a plugin mapped until every thread that ever touched its pool has
 /// ended (the main thread never does). The key is deleted when the pool drains; blocks still in
-/// the magazines of running threads are then left to the heap (at most `magazine` per size class
-/// and thread).
+/// the magazines of running threads are then never freed (at most `magazine` per size class and
+/// thread, once per exit or unload).
 class block_pool {
  public:
   static constexpr std::size_t min_block = 64;
@@ -187,7 +187,7 @@ class block_pool {
   }
 
   // Gives every cached block back to the heap and stops caching. Blocks in the magazines of
-  // threads still running go back to the heap when those threads end.
+  // threads still running stay there (see the class comment).
   void drain() noexcept {
     draining_.store(true, std::memory_order_release);
     if (exit_key_ready_.exchange(false)) pthread_key_delete(exit_key_);  // no flush_thread once unmapped

@@ -23,8 +23,9 @@ inline void cpu_relax() noexcept {
 /// A lock that never puts its waiter to sleep in the kernel: it spins a short while, then
 /// yields the processor between attempts. Where two threads take a lock once per operation
 /// each, `std::mutex` made them sleep and wake each other in the kernel (a few microseconds
-/// each time); with this lock they wait a few hundred nanoseconds at most. Only for critical
-/// sections that run no user code and never block. Satisfies *Lockable*.
+/// each time); with this lock the waiter only waits out the holder's few dozen instructions
+/// (longer only when the holder lost its processor). Only for critical sections that run no user
+/// code and never block. Satisfies *Lockable*.
 class SpinMutex {
  public:
   void lock() noexcept {
