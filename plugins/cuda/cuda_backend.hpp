@@ -13,8 +13,9 @@
 ///   enqueued on it as soon as they hold an in-flight slot, without a host round trip in between.
 ///   Calls not bound to a stream go to the device's own stream.
 /// - Completion: an event recorded after each operation, which one thread per device waits for in
-///   submission order (polling `cudaEventQuery` about every microsecond for 2 ms, then every
-///   10 us between short sleeps); `XDEV_CUDA_COMPLETION=host_func` reports
+///   submission order (polling `cudaEventQuery` for 2 ms, about every microsecond for the last
+///   operation queued and every 4 us while more wait behind it, then every 10 us between short
+///   sleeps); `XDEV_CUDA_COMPLETION=host_func` reports
 ///   through `cudaLaunchHostFunc` instead (the host function hands the record to the same
 ///   thread, since CUDA forbids CUDA calls inside it). docs/cuda.md compares the two.
 /// - Transfers: `cudaMemcpyAsync`. Page-locked host memory is used directly; pageable memory goes
@@ -1181,8 +1182,8 @@ class Cuda {
     devices_.clear();
   }
 
-  // How long the completion thread polls an event continuously, then how long it sleeps between
-  // polls.
+  // How long the completion thread polls an event continuously, how far apart those polls are
+  // while more operations wait behind the polled one, then how long it sleeps between polls.
   static constexpr std::chrono::microseconds spin_limit{2000};
   static constexpr std::chrono::microseconds busy_poll{4};
   static constexpr std::chrono::microseconds sleep_poll{10};
