@@ -228,30 +228,26 @@ class Poller {
   }
   void wait_all() const {
     const std::uint64_t n = published_.load(std::memory_order_relaxed);
-    while (completed_.load(std::memory_order_acquire) < n) pause();
+    while (completed_.load(std::memory_order_acquire) < n) xdev::detail::cpu_relax();
   }
 
  private:
-  static void pause() noexcept {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
   void serve() {
     cudaSetDevice(0);
     std::uint64_t next = 1;
     while (!stop_.load(std::memory_order_relaxed)) {
       if (published_.load(std::memory_order_acquire) < next) {
-        pause();
+        xdev::detail::cpu_relax();
         continue;
       }
       if (mode_ == Mode::events) {
         while (cudaEventQuery(events_[next % events_.size()]) == cudaErrorNotReady) {
           const auto t = std::chrono::steady_clock::now();
-          while (std::chrono::steady_clock::now() - t < std::chrono::microseconds(1)) pause();
+          while (std::chrono::steady_clock::now() - t < std::chrono::microseconds(1)) xdev::detail::cpu_relax();
         }
       } else {
-        while (std::atomic_ref<std::uint64_t>(*counter_).load(std::memory_order_acquire) < next) pause();
+        while (std::atomic_ref<std::uint64_t>(*counter_).load(std::memory_order_acquire) < next)
+          xdev::detail::cpu_relax();
       }
       completed_.store(next++, std::memory_order_release);
     }
