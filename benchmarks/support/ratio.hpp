@@ -42,13 +42,16 @@ struct Side {
 /// about 10 us (to dwarf the clock reads) to a few ms (to stay finer than the machine's phases).
 ///
 /// Sets, per side, the counter `<name>_ns`: time per operation, where one call is `ops_per_call`
-/// operations; with `bytes_per_call`, also `<name>_bytes_per_second`. The first side is the
-/// subject: its time is reported as the benchmark's own (register with `->UseManualTime()`), and
-/// with `bytes_per_call` it is what `SetBytesProcessed` describes.
+/// operations, from the side's median chunk (a chunk the machine interrupted, which on a shared
+/// 2-core machine can take several times as long as its neighbours, does not move it; the mean
+/// did, by up to +-35 % between repetitions); with `bytes_per_call`, also
+/// `<name>_bytes_per_second`. The first side is the subject: its time is reported as the
+/// benchmark's own (register with `->UseManualTime()`), and with `bytes_per_call` it is what
+/// `SetBytesProcessed` describes.
 inline void run_interleaved(benchmark::State& st, const std::vector<Side>& sides, std::int64_t chunk,
                             double ops_per_call = 1, double bytes_per_call = 0) {
   using clock = std::chrono::steady_clock;
-  std::vector<double> total(sides.size(), 0.0);  // ns per side
+  std::vector<std::vector<double>> chunk_ns(sides.size());  // each chunk's time, per side
   std::size_t first = 0;
   for (auto _ : st) {
     double subject_seconds = 0;
@@ -57,7 +60,7 @@ inline void run_interleaved(benchmark::State& st, const std::vector<Side>& sides
       const auto t0 = clock::now();
       sides[i].run(chunk);
       const double ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count();
-      total[i] += ns;
+      chunk_ns[i].push_back(ns);  // outside the timed call, so a side's allocation count excludes it
       if (i == 0) subject_seconds = ns * 1e-9;
     }
     st.SetIterationTime(subject_seconds);
@@ -65,10 +68,15 @@ inline void run_interleaved(benchmark::State& st, const std::vector<Side>& sides
   }
   const double calls = double(st.iterations()) * double(chunk);
   for (std::size_t i = 0; i < sides.size(); ++i) {
-    st.counters[sides[i].name + "_ns"] = total[i] / (calls * ops_per_call);
+    std::vector<double>& v = chunk_ns[i];
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const double median_chunk = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    st.counters[sides[i].name + "_ns"] = median_chunk / (double(chunk) * ops_per_call);
     if (bytes_per_call > 0 && i > 0)
-      st.counters[sides[i].name + "_bytes_per_second"] = benchmark::Counter(
-          bytes_per_call * calls / (total[i] * 1e-9), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
+      st.counters[sides[i].name + "_bytes_per_second"] =
+          benchmark::Counter(bytes_per_call * double(chunk) / (median_chunk * 1e-9), benchmark::Counter::kDefaults,
+                             benchmark::Counter::kIs1024);
   }
   if (bytes_per_call > 0) st.SetBytesProcessed(static_cast<std::int64_t>(bytes_per_call * calls));
 }
