@@ -8,6 +8,7 @@
 #include "support/manual_backend.hpp"
 
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <gtest/gtest.h>
@@ -17,6 +18,8 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace {
@@ -56,6 +59,39 @@ TEST(Synchronize, WaitsForHandlersOnAnotherExecutorWithAThreadedBackend) {
     EXPECT_EQ(ran.load(), submissions);
   }
   handlers.join();
+}
+
+// `asio::detached` has no handler to wait for, but its errors must be kept before the device can
+// be seen idle: synchronize() raises each of them, in submission order, whether the work
+// completed inside its initiating function or on a worker.
+template <class B>
+void expect_every_detached_error_kept(const xdev::Device<B>& dev) {
+  for (int i = 0; i < submissions; ++i)
+    dev.execute(
+        [i] {
+          if (i % 10 == 3) throw std::runtime_error("failed " + std::to_string(i));
+        },
+        asio::detached);
+  for (int i = 3; i < submissions; i += 10) {
+    try {
+      dev.synchronize();
+      FAIL() << "the error of operation " << i << " was not kept";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()), "failed " + std::to_string(i));
+    }
+  }
+  EXPECT_NO_THROW(dev.synchronize());
+  EXPECT_EQ(dev.execution_stats().completed, std::size_t{submissions});
+}
+
+TEST(Synchronize, RaisesEveryErrorOfDetachedWorkCompletedInline) {
+  xdev::Runtime<ManualBackend> rt({.max_inflight = 1 << 20}, 1, ManualBackend::Mode::inline_completion);
+  expect_every_detached_error_kept(rt.device(0));
+}
+
+TEST(Synchronize, RaisesEveryErrorOfDetachedWorkCompletedOnAWorker) {
+  xdev::Runtime<Host> rt({.max_inflight = 4}, Host::Options{.devices = 1, .threads = 2});
+  expect_every_detached_error_kept(rt.device(0));
 }
 
 TEST(Synchronize, StreamSynchronizeWaitsForItsHandlers) {

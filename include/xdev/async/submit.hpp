@@ -16,6 +16,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -70,29 +71,43 @@ template <class... Ts>
 inline constexpr bool is_future_handler<future_handler<Ts...>> = true;
 
 // Counts a handler as pending on its device and its stream from when it is handed to its executor
-// until it has run or been destroyed unrun (an executor that is torn down with it queued).
+// until it has run or been destroyed unrun (an executor that is torn down with it queued). It
+// borrows the device and the stream, which the caller keeps alive while it delivers; `keep` makes
+// it own references for a handler that may run after that (one posted to an executor): a handler
+// run at once costs no reference counting on lines the submitting thread also writes.
 class handler_ticket {
  public:
   /// `chain` may be null: a handler of work that belongs to no single stream.
-  handler_ticket(std::shared_ptr<DeviceQueue> q, std::shared_ptr<OpChain> chain) noexcept
-      : q_(std::move(q)), chain_(std::move(chain)) {
+  handler_ticket(DeviceQueue& q, OpChain* chain) noexcept : q_(&q), chain_(chain) {
     q_->handlers().add();
     if (chain_) chain_->handlers().add();
   }
-  handler_ticket(handler_ticket&& o) noexcept = default;
+  handler_ticket(handler_ticket&& o) noexcept
+      : q_(std::exchange(o.q_, nullptr)),
+        chain_(std::exchange(o.chain_, nullptr)),
+        keep_q_(std::move(o.keep_q_)),
+        keep_chain_(std::move(o.keep_chain_)) {}
   handler_ticket& operator=(handler_ticket&&) = delete;
   ~handler_ticket() { done(); }
   [[nodiscard]] DeviceQueue& queue() const noexcept { return *q_; }
+  /// Keeps the device and the stream alive until `done` (the ones this ticket counts on).
+  void keep(std::shared_ptr<DeviceQueue> q, std::shared_ptr<OpChain> chain) noexcept {
+    keep_q_ = std::move(q);
+    keep_chain_ = std::move(chain);
+  }
   void done() noexcept {
     if (!q_) return;
-    if (chain_) chain_->handlers().remove();
-    chain_.reset();
+    if (OpChain* c = std::exchange(chain_, nullptr)) c->handlers().remove();
     std::exchange(q_, nullptr)->handlers().remove();
+    keep_chain_.reset();
+    keep_q_.reset();
   }
 
  private:
-  std::shared_ptr<DeviceQueue> q_;
-  std::shared_ptr<OpChain> chain_;
+  DeviceQueue* q_;
+  OpChain* chain_;
+  std::shared_ptr<DeviceQueue> keep_q_;
+  std::shared_ptr<OpChain> keep_chain_;
 };
 
 // Marks the calling thread as running a completion handler of `q` while alive.
@@ -117,10 +132,11 @@ class running_handler_scope {
 
 // Calls `h` on its associated executor. Nothing it throws escapes to an executor (Asio's
 // thread_pool would terminate): it becomes a kept error of the device instead. The handler is
-// pending on its device and stream until it has run, so synchronize() waits for it.
+// pending on its device and stream until it has run, so synchronize() waits for it. `q` and
+// `chain` (null for work of no single stream) are the ones `ticket` counts on.
 template <class Handler, class... Args>
-void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_ptr ep,
-             Args... args) {
+void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, const std::shared_ptr<OpChain>& chain,
+             Handler h, std::exception_ptr ep, Args... args) {
   if constexpr (is_detached_handler<Handler>) {
     if (ep) q->keep_error(ep);
   }
@@ -129,6 +145,14 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, Handl
     if (ep) h.set_error_sink(q);
   }
   auto ex = boost::asio::get_associated_executor(h);
+  // Completed inside its own initiating function: defer the handler. xdev's future handler only
+  // fulfils a promise and `detached` runs nothing, so both are safe at once (a post would only add
+  // a hop through the executor, for `detached` Asio's system thread pool).
+  const bool defer = initiating_depth > 0 && !is_future_handler<Handler> && !is_detached_handler<Handler>;
+  // The system executor's dispatch runs the function at once, inside this call; anything else may
+  // run it later.
+  const bool at_once = !defer && std::is_same_v<decltype(ex), boost::asio::system_executor>;
+  if (!at_once) ticket.keep(q, chain);
   auto invoke = [ticket = std::move(ticket), h = std::move(h), ep = std::move(ep),
                  ... args = std::move(args)]() mutable {
     {
@@ -142,9 +166,9 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, Handl
     }
     ticket.done();
   };
-  // Completed inside its own initiating function: defer the handler (xdev's future handler only
-  // fulfils a promise, which is safe at once).
-  if (initiating_depth > 0 && !is_future_handler<Handler>)
+  if (at_once)
+    invoke();
+  else if (defer)
     boost::asio::post(ex, std::move(invoke));
   else
     boost::asio::dispatch(ex, std::move(invoke));
@@ -153,7 +177,7 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, Handl
 /// `deliver` for work that belongs to the device as a whole (a collective), not to one stream.
 template <class Handler, class... Args>
 void deliver(const std::shared_ptr<DeviceQueue>& q, Handler h, std::exception_ptr ep, Args... args) {
-  deliver(handler_ticket(q, nullptr), q, std::move(h), std::move(ep), std::move(args)...);
+  deliver(handler_ticket(*q, nullptr), q, nullptr, std::move(h), std::move(ep), std::move(args)...);
 }
 
 // The result slot of work that produces a `T`; `void` work has none.
@@ -237,16 +261,25 @@ class submit_node final : public ChainNode {
   void finish(std::exception_ptr ep) noexcept override {
     DeviceQueue& q = *q_;
     q.note_completed(ep != nullptr);
+    if constexpr (is_detached_handler<Handler>) {
+      // No handler to run or wait for: the error, if any, is kept before the slot is given back,
+      // so that whoever sees the device idle sees it too.
+      if (ep) q.keep_error(std::move(ep));
+      leave_epoch();
+      q.throttle().release([this] { return chain_has_operation_queued(); });
+      work_.reset();
+      return;
+    }
     // The handler counts as pending before the slot is given back, so that nothing waiting for
     // the device sees it idle in between; the slot covers the work only, not the handler.
-    handler_ticket ticket(q_, chain());
+    handler_ticket ticket(q, chain().get());
     leave_epoch();  // before the slot: whoever sees the device idle sees these frees done
-    q.throttle().release(chain_has_operation_queued());
+    q.throttle().release([this] { return chain_has_operation_queued(); });
     if constexpr (std::is_void_v<T>) {
-      deliver(std::move(ticket), q_, std::move(h_), std::move(ep));
+      deliver(std::move(ticket), q_, chain(), std::move(h_), std::move(ep));
     } else {
       T value = (ep || !slot_->value) ? T{} : std::move(*slot_->value);
-      deliver(std::move(ticket), q_, std::move(h_), std::move(ep), std::move(value));
+      deliver(std::move(ticket), q_, chain(), std::move(h_), std::move(ep), std::move(value));
     }
     work_.reset();
   }
@@ -308,8 +341,9 @@ struct submit_initiation {
   void operator()(Handler&& handler) {
     queue->check_open();
     using H = std::decay_t<Handler>;
-    auto* node =
-        new submit_node<T, Launch, H>(queue, std::move(launch), std::move(slot), H(std::forward<Handler>(handler)));
+    H h(std::forward<Handler>(handler));
+    if constexpr (requires { h.note_work_ahead(std::size_t{}); }) h.note_work_ahead(queue->throttle().in_flight());
+    auto* node = new submit_node<T, Launch, H>(queue, std::move(launch), std::move(slot), std::move(h));
     node->bind(std::move(chain));
     // From here on `this` may be gone: the operation can complete inside admit(), and a coroutine
     // resumed by its completion destroys the frame that owns this initiation. Use locals only

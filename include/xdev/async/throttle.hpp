@@ -14,6 +14,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 namespace xdev {
@@ -107,9 +108,20 @@ class Throttle {
     f();
   }
 
-  /// Returns a slot; serves waiters in order. `more_coming`: another release is sure to follow
+  /// Returns a slot; serves waiters in order. `more_coming()`: another release is sure to follow
   /// without help from outside (the releaser's stream has an operation queued), so a blocked
   /// thread may be left asleep until in-flight work reaches the low mark (see the class comment).
+  /// It is asked only while a thread is blocked or a grant is being served: what it costs (a
+  /// look at the stream's queue, under its lock) is not paid by a release that only counts.
+  template <class MoreComing>
+  requires std::is_invocable_r_v<bool, MoreComing&>
+  void release(MoreComing&& more_coming) {
+    // Without the `frozen` bit the fast path ignores the promise, and a bit set after this look
+    // only makes the release serve at once, which is always correct.
+    release((state_.load(std::memory_order_relaxed) & frozen) != 0 && more_coming());
+  }
+
+  /// `release` with the promise already known.
   void release(bool more_coming = false) {
     if (try_give_back_fast(more_coming)) return;
     std::unique_lock lk(m_);
