@@ -258,6 +258,13 @@ class submit_node final : public ChainNode {
 
   void launch(Completion done) override { std::move(launch_)(std::move(done)); }
 
+  // The work is over: its frees may run (before the slot: whoever sees the device idle sees them
+  // done), then its in-flight slot goes back.
+  void give_back_slot(DeviceQueue& q) {
+    leave_epoch();
+    q.throttle().release([this] { return chain_has_operation_queued(); });
+  }
+
   void finish(std::exception_ptr ep) noexcept override {
     DeviceQueue& q = *q_;
     q.note_completed(ep != nullptr);
@@ -265,16 +272,14 @@ class submit_node final : public ChainNode {
       // No handler to run or wait for: the error, if any, is kept before the slot is given back,
       // so that whoever sees the device idle sees it too.
       if (ep) q.keep_error(std::move(ep));
-      leave_epoch();
-      q.throttle().release([this] { return chain_has_operation_queued(); });
+      give_back_slot(q);
       work_.reset();
       return;
     }
     // The handler counts as pending before the slot is given back, so that nothing waiting for
     // the device sees it idle in between; the slot covers the work only, not the handler.
     handler_ticket ticket(q, chain().get());
-    leave_epoch();  // before the slot: whoever sees the device idle sees these frees done
-    q.throttle().release([this] { return chain_has_operation_queued(); });
+    give_back_slot(q);
     if constexpr (std::is_void_v<T>) {
       deliver(std::move(ticket), q_, chain(), std::move(h_), std::move(ep));
     } else {
