@@ -37,6 +37,16 @@ struct Side {
   std::function<void(std::int64_t)> run{};  ///< performs n calls
 };
 
+namespace detail {
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace detail
+
 /// Runs `sides` inside one benchmark, alternating chunks of `chunk` calls of each, starting each
 /// iteration with the next side in turn (so no side always runs first). Chunks should take from
 /// about 10 us (to dwarf the clock reads) to a few ms (to stay finer than the machine's phases).
@@ -44,7 +54,7 @@ struct Side {
 /// Sets, per side, the counter `<name>_ns`: time per operation, where one call is `ops_per_call`
 /// operations, from the side's median chunk (a chunk the machine interrupted, which on a shared
 /// 2-core machine can take several times as long as its neighbours, does not move it; the mean
-/// did, by up to +-35 % between repetitions); with `bytes_per_call`, also
+/// did, by up to +-32 % between repetitions); with `bytes_per_call`, also
 /// `<name>_bytes_per_second`. The first side is the subject: its time is reported as the
 /// benchmark's own (register with `->UseManualTime()`), and with `bytes_per_call` it is what
 /// `SetBytesProcessed` describes.
@@ -68,10 +78,8 @@ inline void run_interleaved(benchmark::State& st, const std::vector<Side>& sides
   }
   const double calls = double(st.iterations()) * double(chunk);
   for (std::size_t i = 0; i < sides.size(); ++i) {
-    std::vector<double>& v = chunk_ns[i];
-    if (v.empty()) continue;
-    std::sort(v.begin(), v.end());
-    const double median_chunk = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    if (chunk_ns[i].empty()) continue;
+    const double median_chunk = detail::median(std::move(chunk_ns[i]));
     st.counters[sides[i].name + "_ns"] = median_chunk / (double(chunk) * ops_per_call);
     if (bytes_per_call > 0 && i > 0)
       st.counters[sides[i].name + "_bytes_per_second"] =
@@ -138,12 +146,6 @@ struct Samples {
   std::map<std::string, std::vector<double>> counters;  // each counter's value in each repetition
   std::string error;
 };
-
-inline double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Coefficient of variation (stddev / mean) of the samples, 0 for fewer than two.
 inline double cv(const std::vector<double>& v) {
