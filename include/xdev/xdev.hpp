@@ -37,6 +37,7 @@
 #include <xdev/kernels/parallel.hpp>
 #include <xdev/kernels/reduce.hpp>
 #include <xdev/kernels/rng_fill.hpp>
+#include <xdev/kernels/thread_pool.hpp>
 #include <xdev/memory/allocator.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/memory/buffer.hpp>

@@ -13,6 +13,7 @@
 #include <xdev/kernels/parallel.hpp>
 #include <xdev/kernels/reduce.hpp>
 #include <xdev/kernels/rng_fill.hpp>
+#include <xdev/kernels/thread_pool.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/policy/capabilities.hpp>
 
@@ -74,7 +75,7 @@ class Host {
       : devices_(resolve_devices(o.devices)),
         threads_(resolve_threads(o.threads)),
         name_(resolve_name(o.name)),
-        pool_(std::make_unique<boost::asio::thread_pool>(threads_)) {}
+        pool_(std::make_unique<kernels::ThreadPool>(threads_)) {}
   Host(const Host&) = delete;
   Host& operator=(const Host&) = delete;
   /// Joins the worker pool after the work already posted has run, then waits for the threads
@@ -231,7 +232,7 @@ class Host {
     return getenv_count("XDEV_HOST_DEVICES", 1, max_devices).value_or(1);
   }
 
-  [[nodiscard]] kernels::Parallel parallel() const noexcept { return {pool_.get(), threads_}; }
+  [[nodiscard]] kernels::Parallel parallel() const noexcept { return {&pool_->get(), threads_}; }
 
   // Every `convert` member: one function for all pairs of dtypes.
   void convert_dtypes(DType s, const void* src, DType d, void* dst, std::size_t n, Completion done) {
@@ -287,13 +288,13 @@ class Host {
       }
       done(std::move(ep));
     };
-    if (pool_->get_executor().running_in_this_thread()) return boost::asio::defer(*pool_, std::move(job));
+    if (pool_->get().get_executor().running_in_this_thread()) return boost::asio::defer(pool_->get(), std::move(job));
     posting_.fetch_add(1);
     struct Leave {
       std::atomic<std::size_t>& n;
       ~Leave() { n.fetch_sub(1); }
     } leave{posting_};
-    boost::asio::post(*pool_, std::move(job));
+    boost::asio::post(pool_->get(), std::move(job));
   }
 
   std::size_t devices_;
@@ -301,12 +302,12 @@ class Host {
   std::string name_;
   friend boost::asio::thread_pool& detail::worker_pool(Host& host) noexcept;
 
-  std::unique_ptr<boost::asio::thread_pool> pool_;
+  std::unique_ptr<kernels::ThreadPool> pool_;
   std::atomic<std::size_t> posting_{0};  // threads outside the pool inside a post to it (see `run`)
 };
 
 inline boost::asio::thread_pool& detail::worker_pool(Host& host) noexcept {
-  return *host.pool_;
+  return host.pool_->get();
 }
 
 }  // namespace xdev::backends

@@ -7,6 +7,7 @@
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/kernels/parallel.hpp>
+#include <xdev/kernels/thread_pool.hpp>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -25,8 +26,9 @@ namespace xdev::ops::detail {
 
 /// Worker threads of the CPU fallback, shared by every backend in the process.
 inline boost::asio::thread_pool& fallback_pool() {
-  static boost::asio::thread_pool pool(std::max<std::size_t>(2, std::thread::hardware_concurrency()));
-  return pool;
+  // A ThreadPool: a start that fails (no memory, no thread) throws and is tried again next time.
+  static kernels::ThreadPool pool(std::max<std::size_t>(2, std::thread::hardware_concurrency()));
+  return pool.get();
 }
 
 inline kernels::Parallel fallback_parallel() {

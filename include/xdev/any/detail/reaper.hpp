@@ -34,13 +34,22 @@ class Reaper {
     }
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
+    // Jobs queued while no thread could be started: run here, at exit, rather than leaked.
+    for (auto& job : jobs_) job();
   }
 
   void defer(std::function<void()> job) {
     {
       std::lock_guard lock(mutex_);
       jobs_.push_back(std::move(job));
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      if (!thread_.joinable()) {
+        try {
+          thread_ = std::thread([this] { loop(); });
+        } catch (...) {
+          // No thread now (the system's limit, memory): the job stays queued for the next call that can
+          // start one, or for the destructor. This runs in a deleter, which must not throw.
+        }
+      }
     }
     cv_.notify_one();
   }

@@ -70,8 +70,15 @@ class DeadlineTimer {
     std::lock_guard lk(m_);
     const std::uint64_t id = ++last_id_;
     if (stopping_) return id;  // at exit: nobody will wait for the result any more
-    entries_.emplace(Key{when, id}, std::move(f));
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+    const auto entry = entries_.emplace(Key{when, id}, std::move(f)).first;
+    if (!thread_.joinable()) {
+      try {
+        thread_ = std::thread([this] { run(); });
+      } catch (...) {  // no thread (the system's limit, memory): nothing scheduled, the next call tries again
+        entries_.erase(entry);
+        throw;
+      }
+    }
     cv_.notify_all();
     return id;
   }
@@ -200,9 +207,20 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
     const auto when = timeout >= max_wait ? DeadlineTimer::Clock::time_point::max()
                                           : now + std::chrono::duration_cast<DeadlineTimer::Clock::duration>(timeout);
     std::weak_ptr<CollectiveDriver> weak = weak_from_this();
-    const auto id = DeadlineTimer::instance().schedule(when, [weak] {
-      if (auto self = weak.lock()) self->on_deadline();
-    });
+    std::uint64_t id = 0;
+    try {
+      id = DeadlineTimer::instance().schedule(when, [weak] {
+        if (auto self = weak.lock()) self->on_deadline();
+      });
+    } catch (...) {
+      // No deadline could be set (no thread for the timer, no memory): the collective fails
+      // through its token, before any step was submitted.
+      std::unique_lock lk(m_);
+      error_ = std::current_exception();
+      finished_ = true;
+      settle(lk);
+      return;
+    }
     bool fired;
     {
       std::lock_guard lk(m_);

@@ -1,0 +1,171 @@
+// Thread-creation failure injection (docs/security.md, "Injected failures"): this program defines
+// pthread_create itself, so that every thread xdev starts (std::thread in libstdc++ calls it
+// through the dynamic linker, which finds the program's definition first) can be made to fail with
+// EAGAIN, as the system does when a process reaches its thread limit. Each failing start must end
+// in a clean std::system_error, with no thread left running and nothing hung, and the next attempt
+// must succeed.
+//
+// ThreadSanitizer's runtime is linked into the program and defines pthread_create too, so under
+// TSan the tests say so and skip.
+#include <xdev/any/any_device.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/device/runtime.hpp>
+#include <xdev/kernels/thread_pool.hpp>
+#include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/mesh.hpp>
+
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <span>
+#include <system_error>
+#include <vector>
+
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define XDEV_FAULTS_UNDER_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define XDEV_FAULTS_UNDER_TSAN 1
+#endif
+
+namespace {
+
+std::atomic<long> thread_countdown{-1};  // thread starts left before the failing one; -1: off
+std::atomic<long> threads_started{0};
+std::atomic<bool> thread_failure_injected{false};
+
+// Fails the i-th (0-based) thread start from now on, wherever it comes from.
+void arm_threads(long i) {
+  thread_failure_injected = false;
+  thread_countdown = i;
+}
+bool disarm_threads() {
+  thread_countdown = -1;
+  return thread_failure_injected;
+}
+
+}  // namespace
+
+#ifndef XDEV_FAULTS_UNDER_TSAN
+extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
+                              void* arg) noexcept {
+  using real_fn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static const auto real = reinterpret_cast<real_fn>(::dlsym(RTLD_NEXT, "pthread_create"));
+  long left = thread_countdown.load();
+  while (left >= 0 && !thread_countdown.compare_exchange_weak(left, left - 1)) {
+  }
+  if (left == 0) {
+    thread_failure_injected = true;
+    return EAGAIN;
+  }
+  ++threads_started;
+  return real(thread, attr, start, arg);
+}
+#endif
+
+namespace {
+
+using Host = xdev::backends::Host;
+
+#ifdef XDEV_FAULTS_UNDER_TSAN
+#define XDEV_SKIP_UNDER_TSAN() GTEST_SKIP() << "TSan's runtime defines pthread_create; no failure can be injected"
+#else
+#define XDEV_SKIP_UNDER_TSAN() (void)0
+#endif
+
+// Runs `scenario` with the k-th thread start failing, for k = 0, 1, ... until a run starts every
+// thread it wants; each failed run must throw std::system_error and be followed by a run that
+// succeeds. Returns how many threads the scenario starts.
+template <class F>
+long fail_each_thread_start(const char* what, F&& scenario) {
+  for (long k = 0;; ++k) {
+    bool threw = false;
+    arm_threads(k);
+    try {
+      scenario();
+    } catch (const std::system_error& e) {
+      threw = true;
+      EXPECT_EQ(e.code(), std::errc::resource_unavailable_try_again) << what << ", thread " << k << ": " << e.what();
+    }
+    if (!disarm_threads()) {
+      EXPECT_FALSE(threw) << what << " failed with every thread started";
+      return k;
+    }
+    EXPECT_TRUE(threw) << what << ": thread start " << k << " failed and nothing said so";
+    try {
+      scenario();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": after thread start " << k << " failed, the next attempt failed too: " << e.what();
+      return k;
+    }
+  }
+}
+
+TEST(ThreadCreationFailure, AThreadPoolStopsTheThreadsItStartedAndThrows) {
+  XDEV_SKIP_UNDER_TSAN();
+  // asio::thread_pool(4) would hang here, joining the threads it started before the failing one.
+  const long n = fail_each_thread_start("a pool of 4", [] {
+    xdev::kernels::ThreadPool pool(4);
+    std::atomic<int> ran{0};
+    for (int i = 0; i < 8; ++i) boost::asio::post(pool.get(), [&] { ++ran; });
+    pool.join();
+    EXPECT_EQ(ran.load(), 8);
+  });
+  EXPECT_EQ(n, 4);
+}
+
+TEST(ThreadCreationFailure, ARuntimeStartsWholeOrNotAtAll) {
+  XDEV_SKIP_UNDER_TSAN();
+  const long n = fail_each_thread_start("a runtime", [] {
+    xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 3});
+    const std::vector<float> in{1, 2, 3, 4};
+    std::vector<float> out(4);
+    auto d = xdev::AnyDevice(rt.device(1));
+    auto a = xdev::empty<float>(d, {4});
+    d.copy_to_device(std::span<const float>(in), a).get();
+    d.copy_to_host(a, std::span<float>(out)).get();
+    EXPECT_EQ(out, in);
+  });
+  EXPECT_GE(n, 3);
+}
+
+TEST(ThreadCreationFailure, ACollectiveWhoseTimerCannotStartFailsThroughItsToken) {
+  XDEV_SKIP_UNDER_TSAN();
+  // The first collective of the process starts the deadline timer's thread.
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 4, .threads = 2});
+  std::vector<xdev::AnyDevice> devices;
+  for (std::size_t i = 0; i < 4; ++i) devices.emplace_back(rt.device(i));
+  const xdev::spmd::Mesh mesh(devices, "data");
+  std::vector<xdev::AnyArray<float>> arrays;
+  for (std::size_t i = 0; i < 4; ++i) arrays.push_back(xdev::empty<float>(mesh.device(i), {256}));
+  const long n = fail_each_thread_start("an all_reduce", [&] {
+    for (std::size_t i = 0; i < 4; ++i) {
+      const std::vector<float> ones(256, 1.0f);
+      mesh.device(i).copy_to_device(std::span<const float>(ones), arrays[i]).get();
+    }
+    xdev::spmd::all_reduce(mesh, "data", std::span(arrays), xdev::spmd::ReduceOp::sum).get();
+    std::vector<float> out(256);
+    mesh.device(2).copy_to_host(arrays[2], std::span<float>(out)).get();
+    EXPECT_EQ(out, std::vector<float>(256, 4.0f));
+  });
+  EXPECT_GE(n, 1);
+  for (const auto& d : mesh.devices()) EXPECT_EQ(d.memory_stats().bytes_in_use, 256 * sizeof(float)) << d;
+}
+
+TEST(ThreadCreationFailure, TheInjectionReachesTheSystem) {
+  XDEV_SKIP_UNDER_TSAN();
+  // The tests above mean something only if xdev's threads come through this program's
+  // pthread_create.
+  const long before = threads_started.load();
+  { xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2}); }
+  EXPECT_GE(threads_started.load() - before, 2);
+}
+
+}  // namespace
