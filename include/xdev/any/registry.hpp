@@ -41,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -349,9 +350,11 @@ class Registry {
 
   void discover_locked() {
     if (discovered_) return;
-    discovery_ = plugin::discover(path_, load_);  // throws only for a malformed variable: tried again next time
-    discovered_ = true;
-    for (const auto& lib : discovery_.plugins()) {
+    // All or nothing: a discovery that throws (a malformed variable, memory running out) leaves
+    // the registry as it was, and the next use tries again.
+    auto found = plugin::discover(path_, load_);
+    std::vector<Entry> added;
+    for (const auto& lib : found.plugins()) {
       if (find_locked(lib->name()) != nullptr) {
         plugin::detail::diagnose(plugin::Severity::warning,
                                  "plugin " + lib->name() + " (" + lib->path().string() +
@@ -361,8 +364,12 @@ class Registry {
       Entry e;
       e.name = lib->name();
       e.plugin = lib;
-      entries_.push_back(std::move(e));
+      added.push_back(std::move(e));
     }
+    entries_.reserve(entries_.size() + added.size());
+    for (auto& e : added) entries_.push_back(std::move(e));  // no reallocation: cannot throw
+    discovery_ = std::move(found);
+    discovered_ = true;
   }
 
   void ensure_created_locked(Entry& e, bool asked) {
@@ -385,6 +392,11 @@ class Registry {
               &e.plugin->api(), std::shared_ptr<void>(e.plugin), co);
           for (std::size_t i = 0; i < rt->device_count(); ++i) e.devices.emplace_back(rt->device(i), rt);
         }
+      } catch (const std::bad_alloc&) {
+        // Memory ran out here, which says nothing about the backend: the next use tries again.
+        e.created = false;
+        e.devices.clear();
+        throw;
       } catch (const error& err) {
         e.failure = err;
       } catch (const std::exception& ex) {

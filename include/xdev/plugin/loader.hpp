@@ -29,9 +29,11 @@
 #include <boost/dll/shared_library.hpp>
 #include <boost/dll/shared_library_load_mode.hpp>
 
+#include <dirent.h>
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -274,16 +276,25 @@ inline std::vector<std::filesystem::path> list_candidates(const std::filesystem:
     problem = "is not a directory";
     return files;
   }
-  std::filesystem::directory_iterator it(dir, ec);
-  if (ec) {
-    problem = "cannot be read (" + ec.message() + ")";
+  // opendir/readdir rather than std::filesystem::directory_iterator: libstdc++ allocates inside
+  // its noexcept parts, so an allocation failure there would end the process instead of reaching
+  // the caller as std::bad_alloc.
+  const std::unique_ptr<DIR, int (*)(DIR*)> handle(::opendir(dir.c_str()), &::closedir);
+  if (!handle) {
+    problem = "cannot be read (" + std::generic_category().message(errno) + ")";
     return files;
   }
-  for (; it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const std::string file_name = it->path().filename().string();
+  for (;;) {
+    errno = 0;
+    const dirent* entry = ::readdir(handle.get());
+    if (entry == nullptr) {
+      if (errno != 0) ec = std::error_code(errno, std::generic_category());
+      break;
+    }
+    const std::string_view file_name(entry->d_name);
     if (file_name.size() > plugin_file_suffix.size() &&
-        std::string_view(file_name).substr(file_name.size() - plugin_file_suffix.size()) == plugin_file_suffix)
-      files.push_back(it->path());
+        file_name.substr(file_name.size() - plugin_file_suffix.size()) == plugin_file_suffix)
+      files.push_back(dir / file_name);
   }
   if (ec) problem = "could not be read completely (" + ec.message() + ")";
   std::sort(files.begin(), files.end(),
@@ -519,6 +530,9 @@ inline Discovery run_discovery(const SearchPath& path, std::optional<std::string
             if (!wanted) diagnose(Severity::warning, "skipped " + quoted(file) + ": " + c.reason);
           }
         } catch (const error& e) {
+          // Memory running out says nothing about the file: the discovery fails as a whole (like
+          // std::bad_alloc, which passes through), so that a caller can try again.
+          if (e.condition() == errc::out_of_memory) throw;
           c.status = CandidateStatus::failed;
           c.error = e.code();
           c.reason = e.message();

@@ -14,6 +14,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -57,6 +58,8 @@ inline bool read_exported_symbols(const std::filesystem::path& file, std::vector
     boost::dll::library_info info(file);
     symbols = info.symbols();
     return true;
+  } catch (const std::bad_alloc&) {
+    throw;  // memory ran out, which says nothing about the file
   } catch (const std::exception& e) {
     reason = std::string("not a readable shared library (") + e.what() + ")";
   } catch (...) {

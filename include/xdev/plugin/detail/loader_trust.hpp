@@ -72,7 +72,11 @@ class PluginFile {
  private:
   void reset() noexcept {
     if (fd_ < 0) return;
-    if (void* still = handed_ ? ::dlopen(loader_path().c_str(), RTLD_LAZY | RTLD_NOLOAD) : nullptr) {
+    // The name formatted in place: this runs in destructors, where an allocation that fails
+    // would end the process.
+    char name[32];
+    std::snprintf(name, sizeof name, "/proc/self/fd/%d", fd_);
+    if (void* still = handed_ ? ::dlopen(name, RTLD_LAZY | RTLD_NOLOAD) : nullptr) {
       ::dlclose(still);
       fd_ = -1;  // kept open on purpose: its number must not name another file to the dynamic loader
       return;
