@@ -32,6 +32,7 @@
 
 #include "cuda_error.hpp"
 #include "cuda_kernels.h"
+#include "settings.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -91,9 +92,6 @@ struct DeviceInfo {
   bool integrated = false;
 };
 
-/// How completions reach xdev (`XDEV_CUDA_COMPLETION`).
-enum class CompletionMode { poll, host_func };
-
 namespace detail {
 
 inline std::string bytes_text(std::size_t b) {
@@ -105,15 +103,6 @@ inline std::string bytes_text(std::size_t b) {
   else
     std::snprintf(buf, sizeof buf, "%.0f KiB", static_cast<double>(b) / 1024.0);
   return buf;
-}
-
-/// `XDEV_CUDA_COMPLETION`: "poll" (the default) or "host_func".
-inline CompletionMode completion_mode_from_environment() {
-  const auto text = xdev::getenv_string("XDEV_CUDA_COMPLETION");
-  if (!text || *text == "poll") return CompletionMode::poll;
-  if (*text == "host_func") return CompletionMode::host_func;
-  throw xdev::error(xdev::errc::invalid_argument,
-                    "XDEV_CUDA_COMPLETION=\"" + *text + "\" is not accepted; accepted: poll, host_func");
 }
 
 // The xdev dtype code (XDEV_DTYPE_*) of an element type.

@@ -23,6 +23,7 @@
 
 #include "cl_error.hpp"
 #include "kernels.hpp"
+#include "settings.hpp"
 
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/queue_binding.hpp>
@@ -88,42 +89,14 @@ inline std::pair<std::size_t, std::size_t> share_of(std::size_t count, std::size
 
 namespace detail {
 
-inline std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-inline std::string trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return std::string(s);
-}
-
-// The device types `XDEV_OPENCL_DEVICE_TYPE` selects (CL_DEVICE_TYPE_ALL when unset).
-inline cl_device_type device_types_from_environment() {
-  const auto text = xdev::getenv_string("XDEV_OPENCL_DEVICE_TYPE");
-  if (!text) return CL_DEVICE_TYPE_ALL;
-  cl_device_type types = 0;
-  std::string_view rest = *text;
-  while (true) {
-    const auto comma = rest.find(',');
-    const std::string item = lower(trim(rest.substr(0, comma)));
-    if (item == "cpu")
-      types |= CL_DEVICE_TYPE_CPU;
-    else if (item == "gpu")
-      types |= CL_DEVICE_TYPE_GPU;
-    else if (item == "accelerator")
-      types |= CL_DEVICE_TYPE_ACCELERATOR;
-    else if (item == "all")
-      types |= CL_DEVICE_TYPE_ALL;
-    else
-      throw xdev::error(xdev::errc::invalid_argument,
-                        "XDEV_OPENCL_DEVICE_TYPE=\"" + *text + "\": \"" + item +
-                            "\" is not a device type; accepted: a comma-separated list of cpu, gpu, accelerator, all");
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  return types;
+// The device types `XDEV_OPENCL_DEVICE_TYPE` selects (settings.hpp), as OpenCL's bits.
+inline cl_device_type device_type_bits(const DeviceTypes& t) {
+  if (t.all) return CL_DEVICE_TYPE_ALL;
+  cl_device_type bits = 0;
+  if (t.cpu) bits |= CL_DEVICE_TYPE_CPU;
+  if (t.gpu) bits |= CL_DEVICE_TYPE_GPU;
+  if (t.accelerator) bits |= CL_DEVICE_TYPE_ACCELERATOR;
+  return bits;
 }
 
 // A string property from an OpenCL info query: `query(size, buffer, &size_needed)` is
@@ -910,7 +883,7 @@ class OpenCL {
   }
 
   void discover(const xdev::plugin::ClientOptions& options) {
-    const cl_device_type wanted = detail::device_types_from_environment();
+    const cl_device_type wanted = detail::device_type_bits(detail::device_types_from_environment());
     const auto platform_filter = xdev::getenv_string("XDEV_OPENCL_PLATFORM");
 
     cl_uint platform_count = 0;
