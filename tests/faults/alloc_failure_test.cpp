@@ -25,7 +25,9 @@
 #include <string>
 #include <vector>
 
-// ---- the failing operator new ------------------------------------------------------------------
+// ---- the failing operator new -----------------------------------------------------------------
+// Every replaceable form, so that no allocation bypasses it and no block is freed by another
+// allocator than the one that made it.
 
 namespace {
 
@@ -82,6 +84,24 @@ void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
 }
 void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
   return allocate_nothrow(n, alignof(std::max_align_t));
+}
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate_nothrow(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate_nothrow(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept {
+  std::free(p);
 }
 void operator delete(void* p) noexcept {
   std::free(p);
