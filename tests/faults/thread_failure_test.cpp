@@ -8,6 +8,7 @@
 // ThreadSanitizer's runtime is linked into the program and defines pthread_create too, so under
 // TSan the tests say so and skip.
 #include <xdev/any/any_device.hpp>
+#include <xdev/any/detail/reaper.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/kernels/thread_pool.hpp>
@@ -21,9 +22,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <span>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #if defined(__has_feature)
@@ -157,6 +160,34 @@ TEST(ThreadCreationFailure, ACollectiveWhoseTimerCannotStartFailsThroughItsToken
   });
   EXPECT_GE(n, 1);
   for (const auto& d : mesh.devices()) EXPECT_EQ(d.memory_stats().bytes_in_use, 256 * sizeof(float)) << d;
+}
+
+struct Counted {
+  static inline std::atomic<int> destroyed{0};
+  ~Counted() { ++destroyed; }
+};
+
+TEST(ThreadCreationFailure, AnObjectReleasedWhileTheReaperCannotStartIsDestroyedLater) {
+  XDEV_SKIP_UNDER_TSAN();
+  // A reaped object released on another thread than its creator's is destroyed on the reaper's
+  // thread, started on first use. Releasing happens in a deleter, which must not throw: when the
+  // thread cannot start, the destruction waits for the next release that can start it.
+  auto first = xdev::detail::make_reaped<Counted>();
+  auto second = xdev::detail::make_reaped<Counted>();
+  const int before = Counted::destroyed.load();
+  std::thread other([&] {
+    arm_threads(0);
+    first.reset();
+    disarm_threads();
+    second.reset();  // starts the reaper's thread, which destroys both
+  });
+  other.join();
+  const bool injected = thread_failure_injected.load();
+  if (!injected) GTEST_SKIP() << "the reaper's thread was already running in this process";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Counted::destroyed.load() - before < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(Counted::destroyed.load() - before, 2);
 }
 
 TEST(ThreadCreationFailure, TheInjectionReachesTheSystem) {

@@ -34,15 +34,26 @@ class Reaper {
     }
     cv_.notify_one();
     if (thread_.joinable()) thread_.join();
-    // Jobs queued while no thread could be started: run here, at exit, rather than leaked.
-    for (auto& job : jobs_) job();
+    // Jobs queued while no thread could be started, or by the jobs run here: run now, at exit,
+    // rather than leaked. One at a time, since a job may queue another.
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::lock_guard lock(mutex_);
+        if (jobs_.empty()) break;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      job();
+    }
   }
 
   void defer(std::function<void()> job) {
     {
       std::lock_guard lock(mutex_);
       jobs_.push_back(std::move(job));
-      if (!thread_.joinable()) {
+      // Once stopping, no thread is started (nobody would join it): the destructor runs the job.
+      if (!thread_.joinable() && !stopping_) {
         try {
           thread_ = std::thread([this] { loop(); });
         } catch (...) {
