@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "scenarios.hpp"
+
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -132,7 +134,8 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
 
 namespace {
 
-using Host = xdev::backends::Host;
+using xdev_faults::devices_of;
+using xdev_faults::Host;
 namespace spmd = xdev::spmd;
 
 // Runs `scenario` failing allocation i of this thread, for i = 0, 1, ... until a run reaches no
@@ -167,23 +170,9 @@ long fail_each_allocation(const char* what, F&& scenario) {
   }
 }
 
-std::vector<xdev::AnyDevice> devices_of(xdev::Runtime<Host>& rt) {
-  std::vector<xdev::AnyDevice> out;
-  for (std::size_t i = 0; i < rt.device_count(); ++i) out.emplace_back(rt.device(i));
-  return out;
-}
-
 TEST(AllocationFailure, RuntimeConstructionAndATransfer) {
-  const long n = fail_each_allocation("a runtime", [] {
-    xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 1});
-    const std::vector<float> in{1, 2, 3, 4};
-    std::vector<float> out(4);
-    auto d = xdev::AnyDevice(rt.device(1));
-    auto a = xdev::empty<float>(d, {4});
-    d.copy_to_device(std::span<const float>(in), a).get();
-    d.copy_to_host(a, std::span<float>(out)).get();
-    EXPECT_EQ(out, in);
-  });
+  const long n = fail_each_allocation(
+      "a runtime", [] { xdev_faults::runtime_and_a_round_trip(Host::Options{.devices = 2, .threads = 1}); });
   EXPECT_GT(n, 10);
 }
 
@@ -251,16 +240,7 @@ TEST_F(AllocationFailureOnAMesh, ACollective) {
   const spmd::Mesh mesh(devices_of(rt), "data");
   std::vector<xdev::AnyArray<float>> arrays;
   for (std::size_t i = 0; i < 4; ++i) arrays.push_back(xdev::empty<float>(mesh.device(i), {1000}));
-  const long n = fail_each_allocation("an all_reduce", [&] {
-    for (std::size_t i = 0; i < 4; ++i) {
-      const std::vector<float> ones(1000, 1.0f);
-      mesh.device(i).copy_to_device(std::span<const float>(ones), arrays[i]).get();
-    }
-    spmd::all_reduce(mesh, "data", std::span(arrays), spmd::ReduceOp::sum).get();
-    std::vector<float> out(1000);
-    mesh.device(3).copy_to_host(arrays[3], std::span<float>(out)).get();
-    EXPECT_EQ(out, std::vector<float>(1000, 4.0f));
-  });
+  const long n = fail_each_allocation("an all_reduce", [&] { xdev_faults::all_reduce_of_ones(mesh, arrays); });
   EXPECT_GT(n, 10);
 }
 

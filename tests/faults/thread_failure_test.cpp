@@ -17,6 +17,8 @@
 
 #include <gtest/gtest.h>
 
+#include "scenarios.hpp"
+
 #include <dlfcn.h>
 #include <pthread.h>
 
@@ -78,7 +80,7 @@ extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, voi
 
 namespace {
 
-using Host = xdev::backends::Host;
+using xdev_faults::Host;
 
 #ifdef XDEV_FAULTS_UNDER_TSAN
 #define XDEV_SKIP_UNDER_TSAN()                                                                                   \
@@ -131,16 +133,8 @@ TEST(ThreadCreationFailure, AThreadPoolStopsTheThreadsItStartedAndThrows) {
 
 TEST(ThreadCreationFailure, ARuntimeStartsWholeOrNotAtAll) {
   XDEV_SKIP_UNDER_TSAN();
-  const long n = fail_each_thread_start("a runtime", [] {
-    xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 3});
-    const std::vector<float> in{1, 2, 3, 4};
-    std::vector<float> out(4);
-    auto d = xdev::AnyDevice(rt.device(1));
-    auto a = xdev::empty<float>(d, {4});
-    d.copy_to_device(std::span<const float>(in), a).get();
-    d.copy_to_host(a, std::span<float>(out)).get();
-    EXPECT_EQ(out, in);
-  });
+  const long n = fail_each_thread_start(
+      "a runtime", [] { xdev_faults::runtime_and_a_round_trip(Host::Options{.devices = 2, .threads = 3}); });
   EXPECT_GE(n, 3);
 }
 
@@ -148,21 +142,10 @@ TEST(ThreadCreationFailure, ACollectiveWhoseTimerCannotStartFailsThroughItsToken
   XDEV_SKIP_UNDER_TSAN();
   // The first collective of the process starts the deadline timer's thread.
   xdev::Runtime<Host> rt({}, Host::Options{.devices = 4, .threads = 2});
-  std::vector<xdev::AnyDevice> devices;
-  for (std::size_t i = 0; i < 4; ++i) devices.emplace_back(rt.device(i));
-  const xdev::spmd::Mesh mesh(devices, "data");
+  const xdev::spmd::Mesh mesh(xdev_faults::devices_of(rt), "data");
   std::vector<xdev::AnyArray<float>> arrays;
   for (std::size_t i = 0; i < 4; ++i) arrays.push_back(xdev::empty<float>(mesh.device(i), {256}));
-  const long n = fail_each_thread_start("an all_reduce", [&] {
-    for (std::size_t i = 0; i < 4; ++i) {
-      const std::vector<float> ones(256, 1.0f);
-      mesh.device(i).copy_to_device(std::span<const float>(ones), arrays[i]).get();
-    }
-    xdev::spmd::all_reduce(mesh, "data", std::span(arrays), xdev::spmd::ReduceOp::sum).get();
-    std::vector<float> out(256);
-    mesh.device(2).copy_to_host(arrays[2], std::span<float>(out)).get();
-    EXPECT_EQ(out, std::vector<float>(256, 4.0f));
-  });
+  const long n = fail_each_thread_start("an all_reduce", [&] { xdev_faults::all_reduce_of_ones(mesh, arrays); });
   EXPECT_GE(n, 1);
   for (const auto& d : mesh.devices()) EXPECT_EQ(d.memory_stats().bytes_in_use, 256 * sizeof(float)) << d;
 }
