@@ -9,31 +9,16 @@
 
 #include "fuzz_support.hpp"
 
-#include <stdlib.h>
-
 #include <string>
+#include <utility>
 
 namespace {
 
-// Sets `name` to `value` for the scope (unset again after).
-struct ScopedVariable {
-  ScopedVariable(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
-  ~ScopedVariable() { ::unsetenv(name_); }
-  const char* name_;
-};
-
-void check_named(const xdev::error& e, const char* variable) {
-  XDEV_FUZZ_CHECK(e.message().find(variable) != std::string::npos);
-}
+using xdev_fuzz::ScopedVariable;
 
 template <class F>
 void expect_accepted_or_named(const char* variable, F&& f) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    XDEV_FUZZ_CHECK(e.condition() == xdev::errc::invalid_argument || e.condition() == xdev::errc::not_found);
-    check_named(e, variable);
-  }
+  xdev_fuzz::accepted_or_named(variable, {xdev::errc::invalid_argument, xdev::errc::not_found}, std::forward<F>(f));
 }
 
 }  // namespace

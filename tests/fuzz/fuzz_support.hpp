@@ -4,6 +4,7 @@
 
 #include <xdev/core/error.hpp>
 
+#include <stdlib.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +40,29 @@ void only_errors(std::initializer_list<xdev::errc> allowed, F&& f) {
     if (!ok) std::fprintf(stderr, "xdev fuzz: unexpected error code: %s\n", e.what());
     XDEV_FUZZ_CHECK(ok);
     XDEV_FUZZ_CHECK(!e.message().empty());
+  }
+}
+
+// Sets the environment variable `name` to `value` for the scope (unset again after).
+struct ScopedVariable {
+  ScopedVariable(const char* name, const std::string& value) : name_(name) { ::setenv(name, value.c_str(), 1); }
+  ScopedVariable(const ScopedVariable&) = delete;
+  ScopedVariable& operator=(const ScopedVariable&) = delete;
+  ~ScopedVariable() { ::unsetenv(name_); }
+  const char* name_;
+};
+
+// Runs `f`, which reads the variable `variable`: it may return, or throw an `xdev::error` of one
+// of `allowed` whose message names the variable; anything else is a finding.
+template <class F>
+void accepted_or_named(const char* variable, std::initializer_list<xdev::errc> allowed, F&& f) {
+  try {
+    f();
+  } catch (const xdev::error& e) {
+    bool ok = false;
+    for (const auto code : allowed) ok = ok || e.condition() == code;
+    XDEV_FUZZ_CHECK(ok);
+    XDEV_FUZZ_CHECK(e.message().find(variable) != std::string::npos);
   }
 }
 
