@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -122,6 +123,62 @@ TEST(HostTeardown, TheFallbackFinishesOnlyAfterTheBackendsCallReturned) {
     EXPECT_EQ(data[63], 3.0f);
   }
   EXPECT_EQ(calls_after_destruction.load(), 0) << "a backend call was still running when its op completed";
+}
+
+// A backend whose first transfer completes later, on a thread of its own that then goes on with
+// other work (a plugin's completion thread). That thread hands the fallback's compute to the
+// fallback pool; the op completes, the program exits, and the pool is destroyed at exit while the
+// thread is still alive: the pool must not be destroyed before the thread has left asio's post,
+// which wakes a worker after unlocking (the race TSan found at the exit of a plugin suite, the
+// REF plugin's thread posting a gather's compute). Only TSan sees the race; elsewhere this checks
+// that such an exit is clean.
+struct LateCompletingBackend {
+  using memory_handle = void*;
+  void copy_to_host(std::size_t, void* src, std::size_t off, void* dst, std::size_t bytes, xdev::Completion done) {
+    std::memcpy(dst, static_cast<std::byte*>(src) + off, bytes);
+    std::thread([done = std::move(done)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // after the call returned
+      done(nullptr);                                               // posts the compute to the fallback pool
+      // Still alive at exit, and not synchronized with anything since that post; `done` (with the
+      // reference to the op it holds) is released only when this thread leaves.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }).detach();
+  }
+  void copy_to_device(std::size_t, const void* src, void* dst, std::size_t off, std::size_t bytes,
+                      xdev::Completion done) {
+    std::memcpy(static_cast<std::byte*>(dst) + off, src, bytes);
+    done(nullptr);
+  }
+};
+
+// Runs a fallback op on a LateCompletingBackend, waits for it, and exits the process.
+template <class Backend>
+void triple(Backend& backend, std::vector<float>& data) {
+  std::promise<void> done;
+  std::vector<xdev::ops::detail::Staged<void*>> operands{{data.data(), data.size() * sizeof(float), true, true}};
+  xdev::ops::detail::run_fallback(
+      "test_scale", backend, 0, std::move(operands),
+      [](std::vector<std::byte*>& p) {
+        auto* f = reinterpret_cast<float*>(p[0]);
+        for (std::size_t i = 0; i < 64; ++i) f[i] *= 3.0f;
+      },
+      settles(done));
+  done.get_future().get();
+}
+
+[[noreturn]] void triple_late_then_exit() {
+  static Host host(Host::Options{.devices = 1, .threads = 1});
+  static LateCompletingBackend late;
+  static std::vector<float> data(64, 1.0f);
+  triple(host, data);  // the fallback pool's workers started, and waiting for work again soon
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  triple(late, data);
+  std::exit(data[63] == 9.0f ? 0 : 1);
+}
+
+TEST(HostTeardown, TheFallbackPoolOutlivesABackendThreadStillLeavingItsPostAtExit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(triple_late_then_exit(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace

@@ -27,7 +27,11 @@ class ThreadPool {
   explicit ThreadPool(std::size_t threads) : pool_(0) {
     workers_.reserve(threads);
     try {
-      for (std::size_t i = 0; i < threads; ++i) workers_.emplace_back([this] { pool_.attach(); });
+      for (std::size_t i = 0; i < threads; ++i)
+        workers_.emplace_back([this] {
+          current_ = this;
+          pool_.attach();
+        });
     } catch (...) {
       pool_.stop();
       for (auto& t : workers_) t.join();
@@ -45,6 +49,9 @@ class ThreadPool {
   [[nodiscard]] boost::asio::thread_pool& get() noexcept { return pool_; }
   [[nodiscard]] std::size_t size() const noexcept { return workers_.size(); }
 
+  /// The pool whose worker the calling thread is, or null on any other thread.
+  [[nodiscard]] static ThreadPool* current() noexcept { return current_; }
+
   /// Lets the workers finish the work posted so far (and whatever that work posts), then joins
   /// them. Idempotent; not to be called from one of the workers.
   void join() noexcept {
@@ -58,6 +65,7 @@ class ThreadPool {
   boost::asio::thread_pool pool_;
   std::vector<std::thread> workers_;
   bool joined_ = false;
+  static inline thread_local ThreadPool* current_ = nullptr;
 };
 
 }  // namespace xdev::kernels

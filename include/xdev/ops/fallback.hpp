@@ -24,15 +24,31 @@
 
 namespace xdev::ops::detail {
 
-/// Worker threads of the CPU fallback, shared by every backend in the process.
-inline boost::asio::thread_pool& fallback_pool() {
-  // A ThreadPool: a start that fails (no memory, no thread) throws and is tried again next time.
-  static kernels::ThreadPool pool(std::max<std::size_t>(2, std::thread::hardware_concurrency()));
-  return pool.get();
+/// Worker threads of the CPU fallback, shared by every backend in the process, as a lease: every
+/// fallback op holds one from its launch to its destruction, and this function's static holds one
+/// until exit. A backend thread hands a fallback's compute to the pool and may still be inside
+/// asio's post (which wakes a worker after unlocking) when the op has already completed; the op's
+/// lease is released only after that thread let go of the op, so the pool is destroyed after every
+/// post into it has returned, even when that is after the static's release at exit (a backend owned
+/// by a static destroyed later: the registry's).
+inline std::shared_ptr<kernels::ThreadPool> fallback_pool() {
+  // A start that fails (no memory, no thread) throws and is tried again next time.
+  static const std::shared_ptr<kernels::ThreadPool> pool(
+      new kernels::ThreadPool(std::max<std::size_t>(2, std::thread::hardware_concurrency())),
+      [](kernels::ThreadPool* p) {
+        // The last lease can only be an op's once the static let go (at exit); released on one of
+        // the pool's own workers, the pool cannot join that thread: it is left to the process's end.
+        if (kernels::ThreadPool::current() != p) delete p;
+      });
+  return pool;
 }
 
+/// The pool for a fallback's host kernel: the one it runs on (the fallback pool, whose lease its op
+/// holds), so that no lease is taken per kernel.
 inline kernels::Parallel fallback_parallel() {
-  return {&fallback_pool(), std::max<std::size_t>(2, std::thread::hardware_concurrency())};
+  const std::size_t workers = std::max<std::size_t>(2, std::thread::hardware_concurrency());
+  if (auto* running = kernels::ThreadPool::current()) return {&running->get(), workers};
+  return {&fallback_pool()->get(), workers};
 }
 
 /// One device operand of a fallback op: what is copied in before and out after the host compute.
@@ -79,7 +95,7 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
   }
 
   void compute() {
-    boost::asio::post(fallback_pool(), [self = this->shared_from_this()] {
+    boost::asio::post(pool_->get(), [self = this->shared_from_this()] {
       try {
         self->compute_(self->pointers_);
       } catch (...) {
@@ -135,6 +151,7 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
     done(std::move(ep));
   }
 
+  std::shared_ptr<kernels::ThreadPool> pool_ = fallback_pool();  // first: released last
   B* backend_;
   std::size_t device_;
   std::vector<Staged<H>> operands_;
