@@ -6,6 +6,7 @@
 // after, with nothing failing, must succeed. Allocations on other threads (a backend's workers)
 // are not failed: the count is per thread, so every run fails the same allocation.
 #include <xdev/any/any_device.hpp>
+#include <xdev/any/detail/reaper.hpp>
 #include <xdev/any/registry.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
@@ -19,12 +20,15 @@
 
 #include "scenarios.hpp"
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
 #include <numeric>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 // ---- the failing operator new -----------------------------------------------------------------
@@ -242,6 +246,35 @@ TEST_F(AllocationFailureOnAMesh, ACollective) {
   for (std::size_t i = 0; i < 4; ++i) arrays.push_back(xdev::empty<float>(mesh.device(i), {1000}));
   const long n = fail_each_allocation("an all_reduce", [&] { xdev_faults::all_reduce_of_ones(mesh, arrays); });
   EXPECT_GT(n, 10);
+}
+
+// A reaped object whose last reference goes on another thread than its maker's is handed to the
+// reaper by its deleter, which must not throw. The hand-over allocates nothing (a queue that grew
+// there once could throw bad_alloc inside the deleter, and the process terminated), so it holds
+// when no allocation can succeed on the releasing thread.
+struct Reaped {
+  static inline std::atomic<int> destroyed{0};
+  ~Reaped() { destroyed.fetch_add(1); }
+};
+
+TEST(AllocationFailure, AReapedObjectReleasedOffItsThreadIsDestroyedEvenWhenNothingCanBeAllocated) {
+  constexpr int n = 100;
+  std::vector<std::shared_ptr<Reaped>> objects;
+  for (int i = 0; i < n; ++i) objects.push_back(xdev::detail::make_reaped<Reaped>());
+  std::thread([&] {
+    for (auto& o : objects) {
+      arm(0);  // the first allocation of this release fails, and so on for each
+      o.reset();
+      disarm();
+    }
+  }).join();
+  // Starting the reaper's thread allocates, so it may not have started from there: releasing one
+  // more from a thread where allocation works starts it, and it destroys everything queued.
+  std::thread([o = xdev::detail::make_reaped<Reaped>()]() mutable { o.reset(); }).join();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (Reaped::destroyed.load() < n + 1 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(Reaped::destroyed.load(), n + 1);
 }
 
 }  // namespace

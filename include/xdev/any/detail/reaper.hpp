@@ -4,8 +4,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -21,6 +19,14 @@ namespace detail {
 /// destructor runs what is pending and joins.
 class Reaper {
  public:
+  /// One deferred destruction, allocated when its object is made: queueing it (from a deleter,
+  /// which must not throw) allocates nothing.
+  struct Job {
+    Job* next = nullptr;
+    void (*destroy)(void*) noexcept = nullptr;
+    void* object = nullptr;
+  };
+
   static Reaper& instance() {
     static Reaper r;
     return r;
@@ -37,28 +43,29 @@ class Reaper {
     // Jobs queued while no thread could be started, or by the jobs run here: run now, at exit,
     // rather than leaked. One at a time, since a job may queue another.
     for (;;) {
-      std::function<void()> job;
+      Job* job = nullptr;
       {
         std::lock_guard lock(mutex_);
-        if (jobs_.empty()) break;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
+        job = pop_locked();
       }
-      job();
+      if (job == nullptr) break;
+      run(job);
     }
   }
 
-  void defer(std::function<void()> job) {
+  /// Queues `job` (owned from now on) to run on the reaper's thread. Never throws and never
+  /// allocates, except to start the thread on first use; when the thread cannot be started (the
+  /// system's limit, memory) the job stays queued for the next call that can, or the destructor.
+  void defer(Job* job) noexcept {
     {
       std::lock_guard lock(mutex_);
-      jobs_.push_back(std::move(job));
+      (tail_ != nullptr ? tail_->next : head_) = job;
+      tail_ = job;
       // Once stopping, no thread is started (nobody would join it): the destructor runs the job.
       if (!thread_.joinable() && !stopping_) {
         try {
           thread_ = std::thread([this] { loop(); });
         } catch (...) {
-          // No thread now (the system's limit, memory): the job stays queued for the next call that can
-          // start one, or for the destructor. This runs in a deleter, which must not throw.
         }
       }
     }
@@ -67,36 +74,58 @@ class Reaper {
 
  private:
   Reaper() = default;
+  Job* pop_locked() noexcept {
+    Job* job = head_;
+    if (job != nullptr) {
+      head_ = job->next;
+      if (head_ == nullptr) tail_ = nullptr;
+    }
+    return job;
+  }
+  static void run(Job* job) noexcept {
+    const auto destroy = job->destroy;
+    void* const object = job->object;
+    delete job;
+    destroy(object);
+  }
   void loop() {
     std::unique_lock lock(mutex_);
     for (;;) {
-      cv_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, and nothing left
-      auto job = std::move(jobs_.front());
-      jobs_.pop_front();
+      cv_.wait(lock, [this] { return stopping_ || head_ != nullptr; });
+      Job* job = pop_locked();
+      if (job == nullptr) return;  // stopping, and nothing left
       lock.unlock();
-      job();
+      run(job);
       lock.lock();
     }
   }
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
+  Job* head_ = nullptr;
+  Job* tail_ = nullptr;
   bool stopping_ = false;
   std::thread thread_;
 };
 
 /// A new `T` whose last release destroys it at once on the thread that made it, and on the
-/// `Reaper`'s thread anywhere else (see `Reaper`).
+/// `Reaper`'s thread anywhere else (see `Reaper`). What that hand-over needs is allocated here, so
+/// that the release never fails.
 template <class T, class... Args>
 std::shared_ptr<T> make_reaped(Args&&... args) {
   (void)Reaper::instance();  // made before the object, so destroyed after it
-  return std::shared_ptr<T>(new T(std::forward<Args>(args)...), [creator = std::this_thread::get_id()](T* p) {
-    if (std::this_thread::get_id() == creator)
+  auto job = std::make_unique<Reaper::Job>();
+  job->destroy = [](void* p) noexcept { delete static_cast<T*>(p); };
+  T* const object = new T(std::forward<Args>(args)...);
+  // From here the deleter owns the job: shared_ptr's constructor calls it if it throws.
+  return std::shared_ptr<T>(object, [creator = std::this_thread::get_id(), job = job.release()](T* p) noexcept {
+    if (std::this_thread::get_id() == creator) {
+      delete job;
       delete p;
-    else
-      Reaper::instance().defer([p] { delete p; });
+    } else {
+      job->object = p;
+      Reaper::instance().defer(job);
+    }
   });
 }
 
