@@ -8,6 +8,7 @@
 #include <xdev/core/metrics.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -85,9 +86,40 @@ class DeviceQueue {
   /// Rejects new submissions, then waits for every admitted one to complete and for its
   /// completion handler to have run.
   void close() {
-    closed_.store(true, std::memory_order_release);
-    throttle_.close();
+    refuse(false);
+    throttle_.wait_idle();
     wait_handlers();
+  }
+
+  /// Rejects new submissions from now on. With `cancel_unstarted`, admitted work that has not
+  /// started yet is cancelled too: when its turn comes it completes with `errc::cancelled` (its
+  /// future, callback or coroutine sees that error) instead of running. Work a backend has been
+  /// handed (running, or in a native queue) cannot be taken back.
+  void refuse(bool cancel_unstarted) {
+    if (cancel_unstarted) aborted_.store(true, std::memory_order_release);
+    closed_.store(true, std::memory_order_release);
+    throttle_.refuse();
+  }
+
+  /// After `refuse`: waits until every admitted operation has completed and its handler has run,
+  /// giving up at `deadline`. Returns whether that was reached.
+  [[nodiscard]] bool wait_closed_until(std::chrono::steady_clock::time_point deadline) {
+    if (!throttle_.wait_idle_until(deadline)) return false;
+    if (detail::running_handlers_of(this) != 0) return true;  // from a handler: see wait_handlers
+    if (deadline == std::chrono::steady_clock::time_point::max()) {
+      handlers_.wait();
+      return true;
+    }
+    return handlers_.wait_until(deadline);
+  }
+
+  /// Whether `refuse(true)` cancelled the work not started yet.
+  [[nodiscard]] bool cancels_unstarted() const noexcept { return aborted_.load(std::memory_order_acquire); }
+
+  /// The error of an operation cancelled by `refuse(true)`.
+  [[nodiscard]] error cancelled_error() const {
+    return error(errc::cancelled,
+                 "device " + name_ + " was shut down with ShutdownMode::abort before this operation started");
   }
 
   /// Completion handlers of this device's work that have been handed on and not yet run.
@@ -272,6 +304,7 @@ class DeviceQueue {
   std::shared_ptr<detail::OpChain> default_chain_;
   detail::HandlerCount handlers_;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> aborted_{false};
   mutable std::mutex m_;
   std::deque<std::exception_ptr> kept_;
   struct Epoch {

@@ -27,6 +27,11 @@
 #include <type_traits>
 #include <utility>
 
+namespace boost::asio::detail {
+template <typename, typename...>
+class awaitable_handler;
+}  // namespace boost::asio::detail
+
 namespace xdev {
 namespace detail {
 
@@ -64,6 +69,15 @@ struct initiating_scope {
 template <class Handler>
 inline constexpr bool is_detached_handler =
     std::is_same_v<std::decay_t<Handler>, boost::asio::detail::detached_handler>;
+
+// The handler of a `use_awaitable` operation (Boost 1.81's name for it, declared as Asio does).
+// Asio 1.81 runs an initiation after the coroutine has suspended, and an exception thrown there
+// escapes the coroutine to the executor running it (a thread_pool terminates): an initiation must
+// give such a handler its error instead of throwing.
+template <class Handler>
+inline constexpr bool is_awaitable_handler = false;
+template <class Executor, class... Ts>
+inline constexpr bool is_awaitable_handler<boost::asio::detail::awaitable_handler<Executor, Ts...>> = true;
 
 template <class Handler>
 inline constexpr bool is_future_handler = false;
@@ -256,7 +270,25 @@ class submit_node final : public ChainNode {
     }
   }
 
-  void launch(Completion done) override { std::move(launch_)(std::move(done)); }
+  [[nodiscard]] bool reports_refusal() const noexcept override { return is_awaitable_handler<Handler>; }
+  void deliver_refusal(std::exception_ptr ep) noexcept override {
+    if constexpr (is_awaitable_handler<Handler>) {
+      leave_epoch();
+      if constexpr (std::is_void_v<T>)
+        deliver(handler_ticket(*q_, chain().get()), q_, chain(), std::move(h_), std::move(ep));
+      else
+        deliver(handler_ticket(*q_, chain().get()), q_, chain(), std::move(h_), std::move(ep), T{});
+      work_.reset();
+    } else {
+      (void)ep;
+    }
+  }
+
+  void launch(Completion done) override {
+    // Admitted before an abort and not started since: it completes cancelled, without running.
+    if (q_->cancels_unstarted()) throw q_->cancelled_error();
+    std::move(launch_)(std::move(done));
+  }
 
   // The work is over: its frees may run (before the slot: whoever sees the device idle sees them
   // done), then its in-flight slot goes back.
@@ -299,7 +331,16 @@ class submit_node final : public ChainNode {
   std::optional<std::uint64_t> peer_epoch_;  // the other device's, for a copy between two devices
 };
 
-// Queues a node once the throttle lets it through; discards it if it never does (the device was
+// The error of a submission the device refused, as an exception_ptr (for a handler).
+inline std::exception_ptr refusal_of(const DeviceQueue& q) noexcept {
+  try {
+    return std::make_exception_ptr(q.shut_down_error());
+  } catch (...) {
+    return std::current_exception();  // no memory for the message: that is the error then
+  }
+}
+
+// Queues a node once the throttle lets it through; refuses it if it never does (the device was
 // shut down). Small enough for `unique_function`'s inline storage.
 struct pending_push {
   DeviceQueue* q;  // null for a marker, which is not counted as submitted work
@@ -308,7 +349,7 @@ struct pending_push {
   pending_push(pending_push&& o) noexcept : q(o.q), node(std::exchange(o.node, nullptr)) {}
   pending_push& operator=(pending_push&&) = delete;
   ~pending_push() {
-    if (node) node->discard();
+    if (node) node->refuse(q != nullptr && node->reports_refusal() ? refusal_of(*q) : nullptr);
   }
   void operator()() {
     if (q) q->note_submitted();
@@ -320,13 +361,16 @@ struct pending_push {
 // (blocking, or asynchronously from a thread that must not block), then queues it.
 inline void admit(const std::shared_ptr<DeviceQueue>& q, ChainNode* node) {
   // The throttle refuses once the device is closed, atomically with taking a slot, so nothing is
-  // admitted after shutdown() has returned (the node and its handler are discarded unrun).
+  // admitted after shutdown() has returned (the node and its handler are discarded unrun, or the
+  // handler gets the error: see ChainNode::refuse).
+  const bool reports = node->reports_refusal();  // read now: once queued, the node may be gone
   if (in_async_context()) {
     // The pending grant owns the node until it runs; the chain outlives it (the node keeps it).
-    if (!q->throttle().async_acquire(pending_push{q.get(), node})) throw q->shut_down_error();
+    if (!q->throttle().async_acquire(pending_push{q.get(), node}) && !reports) throw q->shut_down_error();
     return;
   }
   if (!q->throttle().acquire()) {
+    if (reports) return node->refuse(refusal_of(*q));
     node->discard();
     throw q->shut_down_error();  // `q` is the caller's reference: alive without the node's
   }
@@ -344,9 +388,21 @@ struct submit_initiation {
 
   template <class Handler>
   void operator()(Handler&& handler) {
-    queue->check_open();
     using H = std::decay_t<Handler>;
     H h(std::forward<Handler>(handler));
+    if constexpr (is_awaitable_handler<H>) {
+      if (queue->closed()) {          // the coroutine gets the refusal at its co_await (see the trait)
+        initiating_scope initiating;  // so that it is posted, not resumed inside this call
+        const std::shared_ptr<DeviceQueue> q = std::move(queue);
+        if constexpr (std::is_void_v<T>)
+          deliver(handler_ticket(*q, chain.get()), q, chain, std::move(h), refusal_of(*q));
+        else
+          deliver(handler_ticket(*q, chain.get()), q, chain, std::move(h), refusal_of(*q), T{});
+        return;
+      }
+    } else {
+      queue->check_open();
+    }
     if constexpr (requires { h.note_work_ahead(std::size_t{}); }) h.note_work_ahead(queue->throttle().in_flight());
     auto* node = new submit_node<T, Launch, H>(queue, std::move(launch), std::move(slot), std::move(h));
     node->bind(std::move(chain));

@@ -88,12 +88,15 @@ class Throttle {
   /// Refuses later acquisitions (those already waiting are still served), then waits until idle.
   /// Checked under the same lock as acquisition, so no acquisition can slip past a close.
   void close() {
-    {
-      std::lock_guard lk(m_);
-      closed_ = true;
-      freeze_locked();  // for good: every later acquisition takes the lock and sees closed_
-    }
+    refuse();
     wait_idle();
+  }
+
+  /// `close` without the wait.
+  void refuse() {
+    std::lock_guard lk(m_);
+    closed_ = true;
+    freeze_locked();  // for good: every later acquisition takes the lock and sees closed_
   }
 
   /// Runs `f` (which needs no slot) after every waiter queued before it has been served.
@@ -151,11 +154,20 @@ class Throttle {
   }
 
   /// Blocks until no slot is held and nobody waits.
-  void wait_idle() {
+  void wait_idle() { (void)wait_idle_until(std::chrono::steady_clock::time_point::max()); }
+
+  /// `wait_idle`, giving up at `deadline`. Returns whether the throttle is idle.
+  [[nodiscard]] bool wait_idle_until(std::chrono::steady_clock::time_point deadline) {
     std::unique_lock lk(m_);
     idle_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    idle_cv_.wait(lk, [&] { return in_use_locked() == 0 && waiters_.empty() && !dispatching_; });
+    const auto idle = [&] { return in_use_locked() == 0 && waiters_.empty() && !dispatching_; };
+    bool reached = true;
+    if (deadline == std::chrono::steady_clock::time_point::max())
+      idle_cv_.wait(lk, idle);
+    else
+      reached = idle_cv_.wait_until(lk, deadline, idle);
     idle_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    return reached;
   }
 
   [[nodiscard]] std::size_t limit() const noexcept { return limit_; }

@@ -12,6 +12,7 @@
 #include <range/v3/view/transform.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -28,6 +29,12 @@ struct RuntimeOptions {
   std::optional<std::size_t> max_inflight = std::nullopt;
   /// Bytes each device may have in use. Unset: the `MemoryPerDevice` capability, if not 0.
   std::optional<std::size_t> memory_limit = std::nullopt;
+};
+
+/// How `Runtime::shutdown` ends the work already submitted.
+enum class ShutdownMode : unsigned char {
+  drain,  ///< every admitted operation runs to its end (what the destructor does)
+  abort,  ///< admitted operations that have not started complete with `errc::cancelled`, unrun
 };
 
 namespace detail {
@@ -113,6 +120,38 @@ class Runtime {
   /// in flight to complete. Idempotent; the destructor calls it.
   void shutdown() {
     for (auto& s : states_) s->queue->close();
+  }
+
+  /// Stops accepting work on every device (later submissions fail with `errc::unavailable`), ends
+  /// the work already admitted as `mode` says, and waits up to `timeout` until every operation has
+  /// completed and its handler has run. With `ShutdownMode::abort`, an operation that has not
+  /// started (queued behind others on its stream, or waiting for an in-flight slot) completes with
+  /// `errc::cancelled` when its turn comes, without running: its future, callback or coroutine
+  /// sees the error. What a backend has already been handed (the operation running now, or work
+  /// in a native queue: OpenCL, CUDA) cannot be taken back and is waited for.
+  ///
+  ///     rt.shutdown(xdev::ShutdownMode::abort, std::chrono::seconds(2));
+  ///
+  /// Idempotent; a later abort also cancels what a drain would still run.
+  /// \throws xdev::error `errc::deadline_exceeded`, naming each device with work still running
+  /// after `timeout`. That work goes on; the runtime's destructor waits for it.
+  void shutdown(ShutdownMode mode, std::chrono::nanoseconds timeout = std::chrono::nanoseconds::max()) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto deadline = timeout >= std::chrono::steady_clock::time_point::max() - now
+                              ? std::chrono::steady_clock::time_point::max()
+                              : now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+    for (auto& s : states_) s->queue->refuse(mode == ShutdownMode::abort);  // every device stops first
+    std::string late;
+    for (auto& s : states_) {
+      if (s->queue->wait_closed_until(deadline)) continue;
+      late += (late.empty() ? "" : ", ") + s->queue->name() + " (" + std::to_string(s->queue->throttle().in_flight()) +
+              " operation(s) in flight)";
+    }
+    if (!late.empty())
+      throw error(errc::deadline_exceeded,
+                  "shutdown(" + std::string(mode == ShutdownMode::abort ? "abort" : "drain") + "): after " +
+                      std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+                      " ms, work is still running on " + late + "; the runtime's destructor waits for it");
   }
 
   /// The state behind device `ordinal` (for `Device`).

@@ -8,12 +8,14 @@
 #include <xdev/core/error.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <new>
+#include <thread>
 #include <utility>
 
 namespace xdev::detail {
@@ -68,6 +70,17 @@ class HandlerCount {
     for (std::size_t v = n_.load(std::memory_order_acquire); v != 0; v = n_.load(std::memory_order_acquire))
       n_.wait(v, std::memory_order_acquire);
   }
+  /// `wait`, giving up at `deadline` (it looks every 100 µs: for shutdowns, not hot paths).
+  /// Returns whether no handler is pending.
+  [[nodiscard]] bool wait_until(std::chrono::steady_clock::time_point deadline) const noexcept {
+    while (n_.load(std::memory_order_acquire) != 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return true;
+  }
+  /// Handlers pending now.
+  [[nodiscard]] std::size_t pending() const noexcept { return n_.load(std::memory_order_acquire); }
 
  private:
   std::atomic<std::size_t> n_{0};
@@ -96,6 +109,17 @@ class ChainNode {
   /// Drops the submitter's reference to a node that was never started.
   void discard() noexcept { unref(); }
 
+  /// Drops a node that its device refused before queueing it (it was shut down). A node that
+  /// `reports_refusal()` delivers `ep` through its handler first; for the others the submitting
+  /// call throws.
+  void refuse(std::exception_ptr ep) noexcept {
+    deliver_refusal(std::move(ep));
+    unref();
+  }
+  /// Whether `refuse` hands the error to the node's handler: true for a handler that cannot see
+  /// an exception thrown by the submitting call (a coroutine's, see `submit_node`).
+  [[nodiscard]] virtual bool reports_refusal() const noexcept { return false; }
+
   /// On a chain with a native queue: whether the work is one enqueue on the bound queue, which the
   /// backend orders after the work before it (transfers, host tasks, ops). Other work (a
   /// collective step, a marker) waits on the host until everything before it has completed, and
@@ -114,6 +138,8 @@ class ChainNode {
   virtual void launch(Completion done) = 0;
   /// Delivers the outcome (the handler, the in-flight slot); runs before the next node starts.
   virtual void finish(std::exception_ptr ep) noexcept = 0;
+  /// `refuse`'s delivery (a node that holds no slot): nothing unless `reports_refusal()`.
+  virtual void deliver_refusal(std::exception_ptr ep) noexcept { (void)ep; }
 
   /// The chain the node is bound to (from `bind` until the node completes).
   [[nodiscard]] const std::shared_ptr<OpChain>& chain() const noexcept { return chain_ref_; }
