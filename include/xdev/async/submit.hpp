@@ -359,11 +359,11 @@ struct pending_push {
 
 // Admits `node` (already built, holding its handler, bound to its chain): takes an in-flight slot
 // (blocking, or asynchronously from a thread that must not block), then queues it.
-inline void admit(const std::shared_ptr<DeviceQueue>& q, ChainNode* node) {
+// `reports`: the node's `reports_refusal()`, known where it was made.
+inline void admit(const std::shared_ptr<DeviceQueue>& q, ChainNode* node, bool reports) {
   // The throttle refuses once the device is closed, atomically with taking a slot, so nothing is
   // admitted after shutdown() has returned (the node and its handler are discarded unrun, or the
   // handler gets the error: see ChainNode::refuse).
-  const bool reports = node->reports_refusal();  // read now: once queued, the node may be gone
   if (in_async_context()) {
     // The pending grant owns the node until it runs; the chain outlives it (the node keeps it).
     if (!q->throttle().async_acquire(pending_push{q.get(), node}) && !reports) throw q->shut_down_error();
@@ -411,7 +411,7 @@ struct submit_initiation {
     // (the initiation is used once: its reference moves to the local).
     const std::shared_ptr<DeviceQueue> q = std::move(queue);
     initiating_scope initiating;
-    admit(q, node);
+    admit(q, node, is_awaitable_handler<H>);
   }
 };
 

@@ -79,8 +79,6 @@ class HandlerCount {
     }
     return true;
   }
-  /// Handlers pending now.
-  [[nodiscard]] std::size_t pending() const noexcept { return n_.load(std::memory_order_acquire); }
 
  private:
   std::atomic<std::size_t> n_{0};
