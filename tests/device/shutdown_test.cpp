@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cstddef>
 #include <future>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
