@@ -90,7 +90,8 @@ class AnyDevice {
   AnyDevice() noexcept = default;
 
   /// Erases `dev` (an invalid `dev` gives an invalid `AnyDevice`), keeping `owner` alive as
-  /// described above (null: nothing to keep; the runtime must outlive every use).
+  /// described above (null: nothing to keep; once the runtime is destroyed, every use of the
+  /// device or of its buffers throws `errc::unavailable` and freeing them does nothing).
   /// Fails to compile, saying so, when `B::memory_handle` is larger than 16 bytes or not trivially
   /// copyable.
   template <class B>

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -220,37 +221,18 @@ class DeviceQueue {
   }
 
   /// Runs `free` once all work submitted to this device before the call has completed: at once
-  /// when none is in flight.
-  void release_after_work(detail::unique_function<void()> free) noexcept {
-    {
-      std::lock_guard lk(epoch_m_);
-      const std::uint64_t s = single_epoch_.load(std::memory_order_acquire);
-      if ((s & single) != 0 && s != single) {  // work in flight: the epochs go under the lock
-        epochs_.back().work = single_epoch_.exchange(0, std::memory_order_acq_rel) & ~single;
-      }
-      // The newest epoch with work in it, if any (the front holds work unless it is the only one).
-      Epoch* last = nullptr;
-      if (epochs_.back().work != 0)
-        last = &epochs_.back();
-      else if (epochs_.size() > 1)
-        last = &epochs_[epochs_.size() - 2];
-      if (last != nullptr) {
-        try {
-          last->frees.reserve(last->frees.size() + 1);
-          last->frees.push_back(std::move(free));
-          if (last == &epochs_.back()) epochs_.emplace_back();
-          return;
-        } catch (...) {
-          // No memory to park it: fall through and wait for the device to go idle instead.
-        }
-      }
-      if (epochs_.size() == 1 && (single_epoch_.load(std::memory_order_relaxed) & single) == 0)
-        single_epoch_.store(single | std::exchange(epochs_.back().work, 0), std::memory_order_release);
-    }
-    if (free) {
-      wait_for_epochs();
+  /// when none is in flight. `free` must not throw, and must fit a `unique_function` without
+  /// allocating (three pointers): a free cannot fail.
+  template <class F>
+  void release_after_work(F&& free) noexcept {
+    static_assert(sizeof(std::decay_t<F>) <= 3 * sizeof(void*), "a stream-ordered free must not allocate");
+    // Idle (one epoch, no work in it): nothing submitted before this call can be using the memory,
+    // and the locked path below would come to the same answer.
+    if (single_epoch_.load(std::memory_order_acquire) == single) {
       free();
+      return;
     }
+    park_or_wait(detail::unique_function<void()>(std::forward<F>(free)));
   }
 
   /// Number of errors kept and not yet raised.
@@ -311,6 +293,39 @@ class DeviceQueue {
     std::size_t work = 0;
     std::vector<detail::unique_function<void()>> frees;
   };
+  // `release_after_work` while work may be in flight: parks `free` in the newest epoch with work.
+  void park_or_wait(detail::unique_function<void()> free) noexcept {
+    {
+      std::lock_guard lk(epoch_m_);
+      const std::uint64_t s = single_epoch_.load(std::memory_order_acquire);
+      if ((s & single) != 0 && s != single) {  // work in flight: the epochs go under the lock
+        epochs_.back().work = single_epoch_.exchange(0, std::memory_order_acq_rel) & ~single;
+      }
+      // The newest epoch with work in it, if any (the front holds work unless it is the only one).
+      Epoch* last = nullptr;
+      if (epochs_.back().work != 0)
+        last = &epochs_.back();
+      else if (epochs_.size() > 1)
+        last = &epochs_[epochs_.size() - 2];
+      if (last != nullptr) {
+        try {
+          last->frees.reserve(last->frees.size() + 1);
+          last->frees.push_back(std::move(free));
+          if (last == &epochs_.back()) epochs_.emplace_back();
+          return;
+        } catch (...) {
+          // No memory to park it: fall through and wait for the device to go idle instead.
+        }
+      }
+      if (epochs_.size() == 1 && (single_epoch_.load(std::memory_order_relaxed) & single) == 0)
+        single_epoch_.store(single | std::exchange(epochs_.back().work, 0), std::memory_order_release);
+    }
+    if (free) {
+      wait_for_epochs();
+      free();
+    }
+  }
+
   void wait_for_epochs() noexcept {
     for (;;) {
       if (single_epoch_.load(std::memory_order_acquire) == single) return;  // one epoch, no work

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -83,6 +84,8 @@ class Host {
   ~Host() {
     pool_->join();
     while (posting_.load() != 0) std::this_thread::yield();
+    // Blocks of buffers that outlived the runtime (their destructors no longer free them).
+    while (live_.next != &live_) release_block(live_.next);
   }
 
   [[nodiscard]] std::size_t device_count() const noexcept { return devices_; }
@@ -98,17 +101,27 @@ class Host {
   }
 
   /// \throws xdev::error `errc::out_of_memory` when the system cannot provide `bytes`.
+  /// Every block is on the backend's list until it is freed: destroying the backend frees what
+  /// is left (the memory of buffers that outlived their runtime).
   memory_handle allocate(std::size_t device, std::size_t bytes) {
-    void* p = ::operator new (bytes, std::align_val_t{alignment}, std::nothrow);
+    void* p = bytes <= std::size_t(-1) - alignment
+                  ? ::operator new (alignment + bytes, std::align_val_t{alignment}, std::nothrow)
+                  : nullptr;
     if (p == nullptr)
       throw error(errc::out_of_memory, "out of memory on HOST:" + std::to_string(device) +
-                                           ": the system could not "
-                                           "provide " +
-                                           std::to_string(bytes) + " bytes");
-    return p;
+                                           ": the system could not provide " + std::to_string(bytes) + " bytes");
+    auto* b = ::new (p) Block;
+    std::lock_guard lk(live_m_);
+    b->prev = &live_;
+    b->next = live_.next;
+    live_.next->prev = b;
+    live_.next = b;
+    return static_cast<std::byte*>(p) + alignment;
   }
   void deallocate(std::size_t, memory_handle h, std::size_t) noexcept {
-    ::operator delete (h, std::align_val_t{alignment});
+    auto* b = reinterpret_cast<Block*>(static_cast<std::byte*>(h) - alignment);
+    std::lock_guard lk(live_m_);
+    release_block(b);
   }
   [[nodiscard]] void* host_address(memory_handle h) const noexcept { return h; }
 
@@ -222,6 +235,20 @@ class Host {
  private:
   static constexpr std::size_t alignment = 64;
 
+  // A block's header: the `alignment` bytes before the address handed out, linking it into
+  // `live_` (a circular list; `live_` itself is the head).
+  struct Block {
+    Block* prev;
+    Block* next;
+  };
+  static_assert(sizeof(Block) <= alignment);
+  void release_block(Block* b) noexcept {  // with `live_m_` held, or from the destructor
+    b->prev->next = b->next;
+    b->next->prev = b->prev;
+    b->~Block();
+    ::operator delete (static_cast<void*>(b), std::align_val_t{alignment});
+  }
+
   static std::size_t resolve_devices(std::optional<std::size_t> requested) {
     if (requested) {
       if (*requested < 1 || *requested > max_devices)
@@ -304,6 +331,8 @@ class Host {
 
   std::unique_ptr<kernels::ThreadPool> pool_;
   std::atomic<std::size_t> posting_{0};  // threads outside the pool inside a post to it (see `run`)
+  std::mutex live_m_;
+  Block live_{&live_, &live_};  // the blocks allocated and not yet freed
 };
 
 inline boost::asio::thread_pool& detail::worker_pool(Host& host) noexcept {

@@ -6,6 +6,7 @@
 #include <xdev/async/queue.hpp>
 #include <xdev/async/stream.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/device/detail/runtime_anchor.hpp>
 #include <xdev/fwd.hpp>
 #include <xdev/memory/allocator.hpp>
 #include <xdev/memory/buffer.hpp>
@@ -41,7 +42,14 @@ struct DeviceState;  // defined in device/runtime.hpp
 /// Compile-time capabilities are reachable from the type: `Device<B>::capabilities::max_inflight`.
 /// The capabilities in force are `xdev::capabilities_of(dev)`: the same values, unless `B` describes
 /// itself at run time (`runtime_capabilities()`, see <xdev/backend/concepts.hpp>).
-/// The runtime must outlive its devices, buffers and streams.
+///
+/// A handle that outlives its runtime is never undefined behaviour: every member that needs the
+/// runtime checks first that it is still alive and throws `errc::unavailable` if not (a buffer's
+/// destructor then does nothing: its memory went with the backend). Three accessors are not
+/// checked, because they cost about a nanosecond and a check would double that: `runtime()`,
+/// `backend()`, and `Buffer::host_data()`. Call them only while the runtime lives, or test
+/// `valid()` first. (Using a handle on one thread while another destroys its runtime is a data
+/// race, as for any object.)
 namespace detail {
 template <class B>
 std::unique_ptr<NativeQueue> make_native_queue(const Device<B>& dev);
@@ -61,24 +69,47 @@ class Device {
 
   /// A handle to no device (what a moved-from buffer holds).
   Device() noexcept = default;
-  Device(Runtime<B>& runtime, std::size_t ordinal) noexcept : runtime_(&runtime), ordinal_(ordinal) {}
+  Device(Runtime<B>& runtime, std::size_t ordinal) noexcept
+      : runtime_(&runtime),
+        anchor_(runtime.anchor().anchor()),
+        ordinal_(static_cast<std::uint32_t>(ordinal)),
+        stamp_(runtime.anchor().stamp()) {}
 
   [[nodiscard]] std::size_t ordinal() const noexcept { return ordinal_; }
   /// "NAME:ordinal", e.g. "HOST:0"; NAME is the backend's `runtime_name()` when it has one, else `B::name`.
+  /// \throws xdev::error `errc::unavailable` when the runtime has been destroyed (as every checked member).
   [[nodiscard]] std::string name() const {
+    require_valid();
     return std::string(detail::backend_name(backend())) + ':' + std::to_string(ordinal_);
   }
   /// What the device is, for people: the backend's `device_description(ordinal())` when it has
   /// that hook (`concepts::DescribesDevices`), else "". Free-form text, e.g. "host memory, 8 worker
   /// threads".
   /// \throws xdev::error what the backend's hook throws (a plugin's error, say).
-  [[nodiscard]] std::string description() const { return detail::backend_description(backend(), ordinal_); }
+  [[nodiscard]] std::string description() const {
+    require_valid();
+    return detail::backend_description(backend(), ordinal_);
+  }
+  /// The runtime. Not checked (see the class comment): only while the runtime lives.
   [[nodiscard]] Runtime<B>& runtime() const noexcept { return *runtime_; }
+  /// The backend object. Not checked (see the class comment): only while the runtime lives.
   [[nodiscard]] B& backend() const noexcept { return runtime_->backend(); }
-  /// False for a default-constructed (or moved-from buffer's) handle that names no device.
-  [[nodiscard]] bool valid() const noexcept { return runtime_ != nullptr; }
+  /// True while the handle names a device of a runtime that is alive; false for a
+  /// default-constructed (or moved-from buffer's) handle, and once the runtime has been destroyed.
+  [[nodiscard]] bool valid() const noexcept {
+    return anchor_->stamp.load(std::memory_order_acquire) == stamp_;  // never equal for `no_runtime`
+  }
+  /// Returns if `valid()`.
+  /// \throws xdev::error `errc::unavailable` saying why not: the handle names no device, or its
+  /// runtime has been destroyed.
+  void require_valid() const {
+    if (!valid()) [[unlikely]]
+      throw_not_alive();
+  }
   /// True when both handles belong to the same runtime (a copy between them is possible).
-  [[nodiscard]] bool same_runtime(const Device& o) const noexcept { return runtime_ && runtime_ == o.runtime_; }
+  [[nodiscard]] bool same_runtime(const Device& o) const noexcept {
+    return anchor_ != &detail::no_runtime && anchor_ == o.anchor_ && stamp_ == o.stamp_;
+  }
 
   // Memory
 
@@ -154,14 +185,17 @@ class Device {
   /// The device's caching allocator (for xdev's own layers, such as `AnyDevice`).
   [[nodiscard]] DeviceAllocator<B>& allocator() const { return state().allocator; }
 
-  /// A hash combining runtime and ordinal (what `std::hash<Device<B>>` returns).
+  /// A hash combining runtime and ordinal (what `std::hash<Device<B>>` returns; an `AnyDevice`
+  /// erasing this device hashes the same).
   [[nodiscard]] std::size_t hash() const noexcept {
     const std::size_t h = std::hash<const void*>{}(runtime_);
     return h ^ (std::hash<std::size_t>{}(ordinal_) + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2));
   }
 
+  /// The same device of the same runtime. A handle of a destroyed runtime never equals a handle
+  /// of a runtime made later, even at the same address.
   friend bool operator==(const Device& a, const Device& b) noexcept {
-    return a.runtime_ == b.runtime_ && a.ordinal_ == b.ordinal_;
+    return a.anchor_ == b.anchor_ && a.stamp_ == b.stamp_ && a.ordinal_ == b.ordinal_;
   }
   friend std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.name(); }
 
@@ -170,26 +204,47 @@ class Device {
   friend class Buffer;
   friend struct detail::buffer_device<B>;
 
-  detail::DeviceState<B>& state() const { return runtime_->state(ordinal_); }
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_not_alive() const {
+    if (anchor_ == &detail::no_runtime)
+      throw error(errc::unavailable, "this xdev::Device<" + std::string(B::name) +
+                                         "> names no device (default-constructed, or a moved-from buffer's)");
+    throw error(errc::unavailable, "device " + std::to_string(ordinal_) + " of an xdev::Runtime<" +
+                                       std::string(B::name) +
+                                       "> that has been destroyed: a Device, Buffer, Array or Stream "
+                                       "must not be used after its runtime");
+  }
+  detail::DeviceState<B>& state() const {
+    require_valid();
+    return runtime_->state(ordinal_);
+  }
   // Stream-ordered: the block goes back to the allocator once the work submitted before this
-  // call has completed (it may still be using the block).
+  // call has completed (it may still be using the block). Nothing to do once the runtime is gone:
+  // the memory went with its backend.
   void release_memory(typename detail::memory_handle_of<B>::type h, std::size_t bytes) const noexcept {
-    auto& st = state();
+    if (!valid()) [[unlikely]]
+      return;
+    auto& st = runtime_->state(ordinal_);
     st.queue->release_after_work([a = &st.allocator, h, bytes] { a->deallocate(h, bytes); });
   }
 
-  Runtime<B>* runtime_ = nullptr;
-  std::size_t ordinal_ = 0;
+  Runtime<B>* runtime_ = nullptr;                              // for the unchecked accessors: one load from the handle
+  const detail::RuntimeAnchor* anchor_ = &detail::no_runtime;  // whether *runtime_ is still alive
+  std::uint32_t ordinal_ = 0;
+  std::uint32_t stamp_ = 1;  // the anchor's stamp while the runtime lives (odd)
 };
 
 namespace detail {
 
-/// A stream's queue on a backend with native queues (`concepts::NativeQueues`).
+/// A stream's queue on a backend with native queues (`concepts::NativeQueues`). A stream that
+/// outlives its runtime leaves the queue to the backend's destructor.
 template <class B>
 class BackendQueue final : public NativeQueue {
  public:
-  BackendQueue(B& backend, std::size_t device) : b_(&backend), device_(device), q_(backend.create_queue(device)) {}
-  ~BackendQueue() override { b_->destroy_queue(device_, q_); }
+  explicit BackendQueue(const Device<B>& dev)
+      : dev_(dev), b_(&dev.backend()), device_(dev.ordinal()), q_(b_->create_queue(device_)) {}
+  ~BackendQueue() override {
+    if (dev_.valid()) b_->destroy_queue(device_, q_);
+  }
   BackendQueue(const BackendQueue&) = delete;
   BackendQueue& operator=(const BackendQueue&) = delete;
   void bind() noexcept override { b_->bind_queue(device_, q_); }
@@ -241,6 +296,7 @@ class BackendQueue final : public NativeQueue {
       return static_cast<H>(m);
   }
 
+  Device<B> dev_;  // to tell whether the backend is still alive
   B* b_;
   std::size_t device_;
   typename B::queue_handle q_;
@@ -251,12 +307,13 @@ class BackendQueue final : public NativeQueue {
 template <class B>
 std::unique_ptr<NativeQueue> make_native_queue(const Device<B>& dev) {
   if constexpr (concepts::NativeQueues<B>) {
+    dev.require_valid();
     if constexpr (requires(const B& b) {
                     { b.native_queues() } -> std::convertible_to<bool>;
                   }) {
       if (!dev.backend().native_queues()) return nullptr;
     }
-    return std::make_unique<BackendQueue<B>>(dev.backend(), dev.ordinal());
+    return std::make_unique<BackendQueue<B>>(dev);
   } else {
     (void)dev;
     return nullptr;
@@ -269,12 +326,17 @@ std::unique_ptr<NativeQueue> make_native_queue(const Device<B>& dev) {
 /// else `Device<B>::capability_set`. What ops, the runtime and an erased `AnyDevice` go by.
 ///
 ///     if (xdev::capabilities_of(dev).supports(xdev::DType::f64)) ...
+/// \throws xdev::error `errc::unavailable` for a backend that describes itself at run time, once
+/// `dev`'s runtime has been destroyed.
 template <class B>
-[[nodiscard]] CapabilitySet capabilities_of(const Device<B>& dev) noexcept {
-  if constexpr (concepts::HasRuntimeCapabilities<B>)
+[[nodiscard]] CapabilitySet capabilities_of(const Device<B>& dev) noexcept(!concepts::HasRuntimeCapabilities<B>) {
+  if constexpr (concepts::HasRuntimeCapabilities<B>) {
+    dev.require_valid();
     return dev.backend().runtime_capabilities();
-  else
+  } else {
+    (void)dev;
     return Device<B>::capability_set;
+  }
 }
 
 /// `Device<B>` is a device handle (`concepts::DeviceHandle`): ops and streams take it as a queue.

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -51,6 +52,8 @@ struct DeviceState {
 
 /// Owns a backend object and the xdev state of each of its devices (allocator, execution queue).
 /// Destroying it finishes all work in flight first. Not copyable or movable: devices point to it.
+/// Its handles (`Device`, `Buffer`, `Array`, `Stream`) may outlive it: using one afterwards throws
+/// `errc::unavailable` (see `Device`), and a buffer's destructor then does nothing.
 ///
 ///     xdev::Runtime<xdev::backends::Host> host({.max_inflight = 8});
 ///     for (xdev::Device<xdev::backends::Host> d : host.devices()) std::cout << d << '\n';
@@ -69,6 +72,9 @@ class Runtime {
     std::optional<std::size_t> limit = options.memory_limit;
     if (!limit && caps.memory_per_device != 0) limit = caps.memory_per_device;
     const std::size_t n = backend_.device_count();
+    if (n > std::uint32_t(-1))
+      throw error(errc::invalid_argument, "backend " + std::string(name()) + " reports " + std::to_string(n) +
+                                              " devices; xdev handles at most 2^32 - 1");
     states_.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       states_.push_back(
@@ -156,6 +162,8 @@ class Runtime {
 
   /// The state behind device `ordinal` (for `Device`).
   [[nodiscard]] detail::DeviceState<B>& state(std::size_t ordinal) { return *states_[ordinal]; }
+  /// What tells this runtime's handles that it is alive (for `Device`).
+  [[nodiscard]] const detail::RuntimeAnchorLease& anchor() const noexcept { return anchor_; }
 
  private:
   std::size_t resolve_max_inflight(const RuntimeOptions& o, const CapabilitySet& caps) const {
@@ -175,7 +183,8 @@ class Runtime {
     return caps.max_inflight;
   }
 
-  B backend_;  // first member: destroyed last, after every device state has released its memory
+  detail::RuntimeAnchorLease anchor_;  // let go of last: handles see the runtime alive until then
+  B backend_;                          // destroyed after every device state has released its memory
   std::vector<std::unique_ptr<detail::DeviceState<B>>> states_;
 };
 

@@ -163,6 +163,7 @@ class DeviceModel final : public AnyDeviceModel {
 
   erased_handle allocate(std::size_t bytes) const override { return erase_handle(dev_.allocator().allocate(bytes)); }
   void deallocate(erased_handle h, std::size_t bytes) const noexcept override {
+    if (!dev_.valid()) return;  // as Device::release_memory: the memory went with the backend
     // Stream-ordered, as Device::release_memory.
     dev_.queue()->release_after_work(
         [a = &dev_.allocator(), h = unerase_handle<H>(h), bytes] { a->deallocate(h, bytes); });

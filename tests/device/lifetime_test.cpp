@@ -1,0 +1,203 @@
+// Handles that outlive their runtime: a Device, Buffer, Array, Stream or erased device whose
+// runtime has been destroyed never reaches the runtime's memory. Using it throws
+// errc::unavailable saying so; destroying it does nothing the backend would have to do.
+// (Under the asan preset, any access to the destroyed runtime is a heap-use-after-free report.)
+#include <xdev/any/any_device.hpp>
+#include <xdev/backends/host.hpp>
+#include <xdev/device/device.hpp>
+#include <xdev/device/runtime.hpp>
+#include <xdev/memory/array.hpp>
+#include <xdev/ops/ops.hpp>
+
+#include "support/manual_backend.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using ::testing::HasSubstr;
+using Host = xdev::backends::Host;
+using xdev_test::ManualBackend;
+
+// Expects `f` to throw errc::unavailable with a message that says the runtime is gone.
+void expect_gone(const std::function<void()>& f, const char* what) {
+  try {
+    f();
+    ADD_FAILURE() << what << ": no error";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::unavailable) << what << ": " << e.what();
+    EXPECT_THAT(e.what(), HasSubstr("destroyed")) << what;
+  }
+}
+
+Host::Options small() {
+  return Host::Options{.devices = 2, .threads = 2};
+}
+
+TEST(Lifetime, EveryCheckedUseOfADeviceAfterItsRuntimeIsAnErrorThatSaysSo) {
+  auto rt = std::make_unique<xdev::Runtime<Host>>(xdev::RuntimeOptions{}, small());
+  const xdev::Device<Host> dev = rt->device(1);
+  auto x = xdev::empty<float>(dev, {4});
+  EXPECT_TRUE(dev.valid());
+  rt.reset();
+
+  EXPECT_FALSE(dev.valid());
+  EXPECT_EQ(dev.ordinal(), 1u);  // plain data of the handle stays readable
+  expect_gone([&] { (void)dev.name(); }, "name");
+  expect_gone([&] { (void)dev.description(); }, "description");
+  expect_gone([&] { (void)dev.allocate<float>(16); }, "allocate");
+  expect_gone([&] { (void)dev.memory_stats(); }, "memory_stats");
+  expect_gone([&] { dev.set_memory_limit(std::nullopt); }, "set_memory_limit");
+  expect_gone([&] { dev.release_cached_memory(); }, "release_cached_memory");
+  expect_gone([&] { dev.manual_seed(7); }, "manual_seed");
+  expect_gone([&] { (void)dev.default_stream(); }, "default_stream");
+  expect_gone([&] { (void)dev.make_stream(); }, "make_stream");
+  expect_gone([&] { (void)dev.execute([] {}); }, "execute");
+  expect_gone([&] { dev.synchronize(); }, "synchronize");
+  expect_gone([&] { (void)dev.execution_stats(); }, "execution_stats");
+  expect_gone([&] { (void)dev.max_inflight(); }, "max_inflight");
+  expect_gone([&] { dev.require_valid(); }, "require_valid");
+  try {
+    dev.require_valid();
+  } catch (const xdev::error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("device 1 of an xdev::Runtime<HOST>"));
+  }
+  expect_gone([&] { (void)xdev::ops::sum(dev, x); }, "an op");
+}
+
+TEST(Lifetime, AHandleThatNamesNoDeviceIsAnErrorNotACrash) {
+  const xdev::Device<Host> none;
+  EXPECT_FALSE(none.valid());
+  try {
+    (void)none.allocate<int>(1);
+    ADD_FAILURE() << "no error";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::unavailable);
+    EXPECT_THAT(e.what(), HasSubstr("names no device"));
+  }
+}
+
+TEST(Lifetime, ABufferAndAnArrayThatOutliveTheirRuntimeAreDestroyedQuietly) {
+  auto rt = std::make_unique<xdev::Runtime<Host>>(xdev::RuntimeOptions{}, small());
+  auto buf = rt->device(0).allocate<double>(1000);
+  auto arr = xdev::empty<float>(rt->device(1), xdev::Shape{8, 8});
+  auto moved = rt->device(0).allocate<int>(10);
+  EXPECT_EQ(rt->device(0).memory_stats().allocation_count, 2u);
+  EXPECT_EQ(rt->device(1).memory_stats().allocation_count, 1u);
+  rt.reset();  // the host backend frees the blocks still allocated (LSan: no leak)
+
+  EXPECT_FALSE(buf.device().valid());
+  EXPECT_EQ(buf.size(), 1000u);
+  auto other = std::move(moved);  // moving is fine
+  buf.reset();                    // and so is freeing: nothing happens
+  EXPECT_TRUE(buf.empty());
+  expect_gone([&] { (void)arr.device().allocate<float>(1); }, "the array's device");
+}
+
+TEST(Lifetime, AStreamThatOutlivesItsRuntimeRefusesWork) {
+  auto rt = std::make_unique<xdev::Runtime<Host>>(xdev::RuntimeOptions{}, small());
+  auto s = rt->device(0).make_stream();
+  auto d = rt->device(0).default_stream();
+  auto x = xdev::empty<float>(rt->device(0), {4});
+  s.execute([] {}).get();
+  rt.reset();
+  for (auto* stream : {&s, &d}) {
+    try {
+      (void)stream->execute([] {});
+      ADD_FAILURE() << "no error";
+    } catch (const xdev::error& e) {
+      EXPECT_EQ(e.code(), xdev::errc::unavailable) << e.what();
+    }
+  }
+  EXPECT_THROW((void)xdev::ops::sum(s, x), xdev::error);
+}
+
+TEST(Lifetime, ARuntimeMadeLaterAtTheSameAddressIsNotTheOneAHandleNamed) {
+  alignas(xdev::Runtime<ManualBackend>) std::byte storage[sizeof(xdev::Runtime<ManualBackend>)];
+  auto* first = ::new (storage) xdev::Runtime<ManualBackend>({}, 1);
+  const auto old = first->device(0);
+  first->~Runtime();
+  auto* second = ::new (storage) xdev::Runtime<ManualBackend>({}, 1);
+  const auto now = second->device(0);
+  EXPECT_EQ(static_cast<void*>(first), static_cast<void*>(second));
+  EXPECT_FALSE(old.valid());
+  EXPECT_TRUE(now.valid());
+  EXPECT_NE(old, now);
+  EXPECT_FALSE(old.same_runtime(now));
+  expect_gone([&] { (void)old.allocate<int>(1); }, "allocate through the old handle");
+  EXPECT_NO_THROW((void)now.allocate<int>(1));
+  second->~Runtime();
+}
+
+TEST(Lifetime, StampsAreNeverGivenOutTwice) {
+  std::set<std::pair<const void*, std::uint32_t>> seen;
+  for (int i = 0; i < 200; ++i) {
+    xdev::Runtime<ManualBackend> rt({}, 1);
+    EXPECT_TRUE(seen.emplace(rt.anchor().anchor(), rt.anchor().stamp()).second) << "runtime " << i;
+    EXPECT_EQ(rt.anchor().stamp() % 2, 1u);
+  }
+}
+
+TEST(Lifetime, AnErasedDeviceOfATypedRuntimeOutlivingItRefusesWorkAndFreesNothing) {
+  auto rt = std::make_unique<xdev::Runtime<Host>>(xdev::RuntimeOptions{}, small());
+  xdev::AnyDevice any = rt->device(0);  // no owner: the typed runtime is the caller's
+  auto buf = any.allocate<float>(64);
+  rt.reset();
+  EXPECT_THROW((void)any.allocate<float>(1), xdev::error);
+  EXPECT_THROW((void)any.execute([] {}), xdev::error);
+  buf.reset();  // the erased buffer's release does nothing either
+}
+
+// A backend with native queues that records whether a queue is destroyed on a backend that is
+// no longer alive (which the runtime must never do).
+class QueueBackend : public ManualBackend {
+ public:
+  using queue_handle = std::uint64_t;
+  explicit QueueBackend(std::size_t devices) : ManualBackend(devices) { live().insert(this); }
+  ~QueueBackend() { live().erase(this); }
+  QueueBackend(const QueueBackend&) = delete;
+  QueueBackend& operator=(const QueueBackend&) = delete;
+
+  queue_handle create_queue(std::size_t) { return ++next_; }
+  void destroy_queue(std::size_t, queue_handle) noexcept {
+    if (!live().contains(this)) ++dead_destroys;
+  }
+  void bind_queue(std::size_t, queue_handle) noexcept {}
+  void unbind_queue(std::size_t) noexcept {}
+
+  static inline int dead_destroys = 0;
+
+ private:
+  static std::set<const void*>& live() {
+    static std::set<const void*> s;
+    return s;
+  }
+  queue_handle next_ = 0;
+};
+static_assert(xdev::concepts::NativeQueues<QueueBackend>);
+
+TEST(Lifetime, AStreamOnANativeQueueThatOutlivesItsRuntimeLeavesTheQueueToTheBackend) {
+  QueueBackend::dead_destroys = 0;
+  std::optional<xdev::Stream<QueueBackend>> s;
+  {
+    xdev::Runtime<QueueBackend> rt({}, 1);
+    s = rt.device(0).make_stream();
+    ASSERT_TRUE(s->uses_native_queue());
+  }
+  s.reset();
+  EXPECT_EQ(QueueBackend::dead_destroys, 0) << "destroy_queue was called on a destroyed backend";
+}
+
+}  // namespace
