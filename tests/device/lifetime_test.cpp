@@ -122,6 +122,9 @@ TEST(Lifetime, AStreamThatOutlivesItsRuntimeRefusesWork) {
     }
   }
   EXPECT_THROW((void)xdev::ops::sum(s, x), xdev::error);
+  // Nothing is left to wait for: an event recorded now is ready, and synchronizing returns.
+  EXPECT_TRUE(s.record().ready());
+  EXPECT_NO_THROW(s.synchronize());
 }
 
 TEST(Lifetime, ARuntimeMadeLaterAtTheSameAddressIsNotTheOneAHandleNamed) {
@@ -160,44 +163,63 @@ TEST(Lifetime, AnErasedDeviceOfATypedRuntimeOutlivingItRefusesWorkAndFreesNothin
   buf.reset();  // the erased buffer's release does nothing either
 }
 
-// A backend with native queues that records whether a queue is destroyed on a backend that is
-// no longer alive (which the runtime must never do).
+// A backend with native queues and markers that counts the calls that reach it after it was
+// destroyed (which the runtime must never make).
 class QueueBackend : public ManualBackend {
  public:
   using queue_handle = std::uint64_t;
+  using marker_handle = std::uint64_t;
   explicit QueueBackend(std::size_t devices) : ManualBackend(devices) { live().insert(this); }
   ~QueueBackend() { live().erase(this); }
   QueueBackend(const QueueBackend&) = delete;
   QueueBackend& operator=(const QueueBackend&) = delete;
 
   queue_handle create_queue(std::size_t) { return ++next_; }
-  void destroy_queue(std::size_t, queue_handle) noexcept {
-    if (!live().contains(this)) ++dead_destroys;
+  void destroy_queue(std::size_t, queue_handle) noexcept { check_alive(); }
+  marker_handle record_marker(std::size_t d, xdev::Completion done) {
+    check_alive();
+    execute(
+        d, [] {}, std::move(done));
+    return ++next_;
   }
+  void wait_marker(std::size_t, marker_handle) { check_alive(); }
+  void release_marker(std::size_t, marker_handle) noexcept { check_alive(); }
   void bind_queue(std::size_t, queue_handle) noexcept {}
   void unbind_queue(std::size_t) noexcept {}
 
-  static inline int dead_destroys = 0;
+  static inline int dead_calls = 0;
 
  private:
+  void check_alive() const noexcept {
+    if (!live().contains(this)) ++dead_calls;
+  }
   static std::set<const void*>& live() {
     static std::set<const void*> s;
     return s;
   }
   queue_handle next_ = 0;
 };
-static_assert(xdev::concepts::NativeQueues<QueueBackend>);
+static_assert(xdev::concepts::NativeMarkers<QueueBackend>);
 
-TEST(Lifetime, AStreamOnANativeQueueThatOutlivesItsRuntimeLeavesTheQueueToTheBackend) {
-  QueueBackend::dead_destroys = 0;
+TEST(Lifetime, AStreamOnANativeQueueThatOutlivesItsRuntimeNeverCallsTheDestroyedBackend) {
+  QueueBackend::dead_calls = 0;
   std::optional<xdev::Stream<QueueBackend>> s;
+  std::optional<xdev::Stream<QueueBackend>> other;
   {
     xdev::Runtime<QueueBackend> rt({}, 1);
     s = rt.device(0).make_stream();
+    other = rt.device(0).make_stream();
     ASSERT_TRUE(s->uses_native_queue());
+    ASSERT_TRUE(s->has_markers());
   }
-  s.reset();
-  EXPECT_EQ(QueueBackend::dead_destroys, 0) << "destroy_queue was called on a destroyed backend";
+  const xdev::Event e = s->record();  // a marker would be the backend's
+  EXPECT_TRUE(e.ready());
+  other->wait(e);
+  EXPECT_NO_THROW(other->synchronize());
+  EXPECT_THROW((void)s->execute([] {}), xdev::error);
+  s.reset();  // its queue is the backend's to release
+  other.reset();
+  EXPECT_EQ(QueueBackend::dead_calls, 0) << "a call reached the destroyed backend";
 }
 
 }  // namespace

@@ -54,7 +54,7 @@ class StreamCore {
   /// queue's marker, which other streams of the device wait on without the host.
   [[nodiscard]] Event record() const {
     Event e = Event::pending();
-    if (has_markers()) {
+    if (markers_in_use()) {
       enqueue_node(*queue_, chain_, new record_node(e));
       return e;
     }
@@ -70,7 +70,7 @@ class StreamCore {
   /// device orders them (the metric `stream.wait.native` counts these waits); otherwise the
   /// stream is held on the host until `e` is ready (`stream.wait.host` where a native queue had to).
   void wait(const Event& e) const {
-    if (has_markers()) {
+    if (markers_in_use()) {
       enqueue_node(*queue_, chain_, new wait_node(e));
       return;
     }
@@ -115,6 +115,11 @@ class StreamCore {
   }
 
  protected:
+  // The device's markers, while it takes work. Once it is shut down (or its runtime destroyed:
+  // a stream may outlive it) nothing runs any more, and the host marker, which touches no
+  // backend, gives the same answer.
+  [[nodiscard]] bool markers_in_use() const noexcept { return has_markers() && !queue_->closed(); }
+
   StreamCore(std::shared_ptr<DeviceQueue> queue, std::shared_ptr<OpChain> chain)
       : queue_(std::move(queue)), chain_(std::move(chain)) {}
 
