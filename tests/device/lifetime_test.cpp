@@ -22,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ TEST(Lifetime, EveryCheckedUseOfADeviceAfterItsRuntimeIsAnErrorThatSaysSo) {
 
   EXPECT_FALSE(dev.valid());
   EXPECT_EQ(dev.ordinal(), 1u);  // plain data of the handle stays readable
+  std::ostringstream printed;
+  printed << dev;  // printing never throws
+  EXPECT_EQ(printed.str(), "(device 1 of a destroyed runtime)");
   expect_gone([&] { (void)dev.name(); }, "name");
   expect_gone([&] { (void)dev.description(); }, "description");
   expect_gone([&] { (void)dev.allocate<float>(16); }, "allocate");
@@ -80,6 +84,10 @@ TEST(Lifetime, EveryCheckedUseOfADeviceAfterItsRuntimeIsAnErrorThatSaysSo) {
 TEST(Lifetime, AHandleThatNamesNoDeviceIsAnErrorNotACrash) {
   const xdev::Device<Host> none;
   EXPECT_FALSE(none.valid());
+  EXPECT_FALSE(none.same_runtime(xdev::Device<Host>{}));
+  std::ostringstream printed;
+  printed << none;
+  EXPECT_EQ(printed.str(), "(no device)");
   try {
     (void)none.allocate<int>(1);
     ADD_FAILURE() << "no error";

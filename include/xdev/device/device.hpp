@@ -97,7 +97,7 @@ class Device {
   /// True while the handle names a device of a runtime that is alive; false for a
   /// default-constructed (or moved-from buffer's) handle, and once the runtime has been destroyed.
   [[nodiscard]] bool valid() const noexcept {
-    return anchor_->stamp.load(std::memory_order_acquire) == stamp_;  // never equal for `no_runtime`
+    return anchor_->stamp.load(std::memory_order_acquire) == stamp_;  // 2 vs 0 for a handle of no device
   }
   /// Returns if `valid()`.
   /// \throws xdev::error `errc::unavailable` saying why not: the handle names no device, or its
@@ -108,7 +108,7 @@ class Device {
   }
   /// True when both handles belong to the same runtime (a copy between them is possible).
   [[nodiscard]] bool same_runtime(const Device& o) const noexcept {
-    return anchor_ != &detail::no_runtime && anchor_ == o.anchor_ && stamp_ == o.stamp_;
+    return stamp_ != 0 && anchor_ == o.anchor_ && stamp_ == o.stamp_;
   }
 
   // Memory
@@ -197,7 +197,12 @@ class Device {
   friend bool operator==(const Device& a, const Device& b) noexcept {
     return a.anchor_ == b.anchor_ && a.stamp_ == b.stamp_ && a.ordinal_ == b.ordinal_;
   }
-  friend std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.name(); }
+  /// `name()`; "(no device)" or "(device N of a destroyed runtime)" when `!valid()`.
+  friend std::ostream& operator<<(std::ostream& os, const Device& d) {
+    if (d.valid()) return os << d.name();
+    if (d.stamp_ == 0) return os << "(no device)";
+    return os << "(device " << d.ordinal_ << " of a destroyed runtime)";
+  }
 
  private:
   template <class T, class B2>
@@ -205,7 +210,7 @@ class Device {
   friend struct detail::buffer_device<B>;
 
   [[noreturn, gnu::cold, gnu::noinline]] void throw_not_alive() const {
-    if (anchor_ == &detail::no_runtime)
+    if (stamp_ == 0)
       throw error(errc::unavailable, "this xdev::Device<" + std::string(B::name) +
                                          "> names no device (default-constructed, or a moved-from buffer's)");
     throw error(errc::unavailable, "device " + std::to_string(ordinal_) + " of an xdev::Runtime<" +
@@ -230,7 +235,7 @@ class Device {
   Runtime<B>* runtime_ = nullptr;                              // for the unchecked accessors: one load from the handle
   const detail::RuntimeAnchor* anchor_ = &detail::no_runtime;  // whether *runtime_ is still alive
   std::uint32_t ordinal_ = 0;
-  std::uint32_t stamp_ = 1;  // the anchor's stamp while the runtime lives (odd)
+  std::uint32_t stamp_ = 0;  // the anchor's stamp while the runtime lives (odd); 0: no device
 };
 
 namespace detail {

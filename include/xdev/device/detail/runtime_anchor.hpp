@@ -23,9 +23,11 @@ struct RuntimeAnchor {
   RuntimeAnchor* next_free = nullptr;   // guarded by the pool's mutex
 };
 
-/// The anchor of a handle that names no device: its stamp stays 0, never a live (odd) one, so
-/// that checking a handle needs no test for null.
-inline constinit const RuntimeAnchor no_runtime{};
+/// The anchor of a handle that names no device: its stamp stays 2, never a live (odd) one, so
+/// that checking a handle needs no test for null. Such a handle's own stamp is 0, which no
+/// runtime is given, so it is recognised as naming no device whichever copy of `no_runtime` (one
+/// per shared library, with hidden symbols) it points to.
+inline constinit const RuntimeAnchor no_runtime{2};
 
 /// The anchors of this process (of this copy of xdev, when several shared libraries each carry
 /// one: a handle keeps the anchor's address, so the pool it came from does not matter). Made on
