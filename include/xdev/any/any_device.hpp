@@ -74,11 +74,13 @@ using AnyArray = Array<T, detail::erased_backend>;
 ///     std::vector<xdev::AnyDevice> devices{host.device(0), sim.device(0)};   // mixed backends
 ///     for (const auto& d : devices) std::cout << d << ' ' << d.capability_set() << '\n';
 ///
-/// Lifetime: made from a `Device<B>` alone, the `Runtime<B>` must outlive the `AnyDevice`, its
-/// arrays, streams and pending work (as for `Device<B>`). Made with an `owner`, the owner is kept
-/// alive as long as any copy, any array or stream made through it, or any operation submitted
-/// through it is alive (a plugin registry passes the runtime and the loaded library there). The
-/// owner may be released on a backend thread, when the last such operation completes.
+/// Lifetime: made from a `Device<B>` alone, the `Runtime<B>` must outlive the pending work; the
+/// `AnyDevice`, its arrays and streams may outlive it but not be used after it (as for `Device<B>`:
+/// every use throws `errc::unavailable`, destroying them frees nothing). Made with an `owner`,
+/// the owner is kept alive as long as any copy, any array or stream made through it, or any
+/// operation submitted through it is alive (a plugin registry passes the runtime and the loaded
+/// library there). The owner may be released on a backend thread, when the last such operation
+/// completes.
 ///
 /// A default-constructed `AnyDevice` names no device: `valid()` is false, `name()` is empty, and
 /// every operation throws `errc::invalid_argument`.
