@@ -245,44 +245,43 @@ namespace detail {
 template <class B>
 class BackendQueue final : public NativeQueue {
  public:
-  explicit BackendQueue(const Device<B>& dev)
-      : dev_(dev), b_(&dev.backend()), device_(dev.ordinal()), q_(b_->create_queue(device_)) {}
+  explicit BackendQueue(const Device<B>& dev) : dev_(dev), q_(dev.backend().create_queue(dev.ordinal())) {}
   ~BackendQueue() override {
-    if (dev_.valid()) b_->destroy_queue(device_, q_);
+    if (dev_.valid()) dev_.backend().destroy_queue(dev_.ordinal(), q_);
   }
   BackendQueue(const BackendQueue&) = delete;
   BackendQueue& operator=(const BackendQueue&) = delete;
-  void bind() noexcept override { b_->bind_queue(device_, q_); }
-  void unbind() noexcept override { b_->unbind_queue(device_); }
+  void bind() noexcept override { dev_.backend().bind_queue(dev_.ordinal(), q_); }
+  void unbind() noexcept override { dev_.backend().unbind_queue(dev_.ordinal()); }
 
   [[nodiscard]] bool has_markers() const noexcept override {
     if constexpr (concepts::NativeMarkers<B>) {
       if constexpr (requires(const B& b) {
                       { b.native_markers() } -> std::convertible_to<bool>;
                     })
-        return std::as_const(*b_).native_markers();
+        return std::as_const(dev_.backend()).native_markers();
       return true;
     }
     return false;
   }
   [[nodiscard]] bool shares_markers_with(const NativeQueue& other) const noexcept override {
     const auto* o = dynamic_cast<const BackendQueue*>(&other);
-    return o != nullptr && o->b_ == b_ && o->device_ == device_ && has_markers();
+    return o != nullptr && o->dev_ == dev_ && has_markers();
   }
   std::uint64_t record_marker(Completion done) override {
     if constexpr (concepts::NativeMarkers<B>)
-      return to_bits(b_->record_marker(device_, std::move(done)));
+      return to_bits(dev_.backend().record_marker(dev_.ordinal(), std::move(done)));
     else
       return NativeQueue::record_marker(std::move(done));
   }
   void wait_marker(std::uint64_t m) override {
     if constexpr (concepts::NativeMarkers<B>)
-      b_->wait_marker(device_, from_bits(m));
+      dev_.backend().wait_marker(dev_.ordinal(), from_bits(m));
     else
       NativeQueue::wait_marker(m);
   }
   void release_marker(std::uint64_t m) noexcept override {
-    if constexpr (concepts::NativeMarkers<B>) b_->release_marker(device_, from_bits(m));
+    if constexpr (concepts::NativeMarkers<B>) dev_.backend().release_marker(dev_.ordinal(), from_bits(m));
   }
 
  private:
@@ -301,9 +300,7 @@ class BackendQueue final : public NativeQueue {
       return static_cast<H>(m);
   }
 
-  Device<B> dev_;  // to tell whether the backend is still alive
-  B* b_;
-  std::size_t device_;
+  Device<B> dev_;  // the backend and device; also tells whether the backend is still alive
   typename B::queue_handle q_;
 };
 
