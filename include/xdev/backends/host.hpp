@@ -304,9 +304,11 @@ class Host {
   // worker after letting go of the pool's lock: the job may run and complete, and its completion
   // lead to this backend's destruction, while the posting thread is still inside that wake-up.
   // `posting_` counts such threads, and the destructor waits for them after joining the pool.
-  template <class F>
-  void run(F&& f, Completion done) {
-    auto job = [f = std::forward<F>(f), done = std::move(done)]() mutable {
+  //
+  // One job type for every operation: the task is erased (inline when small, else in a block of the
+  // recycling pool), so Asio's post and defer are instantiated once, not once per op and dtype.
+  void run(HostTask f, Completion done) {
+    auto job = [f = std::move(f), done = std::move(done)]() mutable {
       std::exception_ptr ep;
       try {
         f();
