@@ -28,6 +28,7 @@
 #include <xdev/core/op_kind.hpp>
 #include <xdev/core/shape.hpp>
 #include <xdev/device/device.hpp>
+#include <xdev/device/device_range.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/fwd.hpp>
 #include <xdev/kernels/convert.hpp>

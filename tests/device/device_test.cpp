@@ -12,11 +12,16 @@
 #include <gtest/gtest.h>
 
 #include <range/v3/range/conversion.hpp>
+#include <range/v3/view/filter.hpp>
+#include <range/v3/view/reverse.hpp>
+#include <range/v3/view/transform.hpp>
 
 #include <chrono>
 #include <cstdlib>
 #include <future>
+#include <iterator>
 #include <numeric>
+#include <ranges>
 #include <sstream>
 #include <thread>
 #include <unordered_set>
@@ -72,6 +77,44 @@ TEST(Device, EnumerationIsARange) {
   xdev::Runtime<Host> rt({}, Host::Options{.devices = 4, .threads = 2});
   auto names = rt.devices() | ranges::views::transform([](auto d) { return d.name(); }) | ranges::to<std::vector>();
   EXPECT_EQ(names, (std::vector<std::string>{"HOST:0", "HOST:1", "HOST:2", "HOST:3"}));
+}
+
+// devices() is a random-access, sized view for range-v3 and for std::ranges alike.
+using DeviceRange = decltype(std::declval<xdev::Runtime<Host>&>().devices());
+static_assert(std::ranges::random_access_range<DeviceRange> && std::ranges::sized_range<DeviceRange> &&
+              std::ranges::view<DeviceRange>);
+static_assert(std::random_access_iterator<std::ranges::iterator_t<DeviceRange>>);
+static_assert(ranges::random_access_range<DeviceRange> && ranges::sized_range<DeviceRange> &&
+              ranges::view_<DeviceRange>);
+static_assert(std::is_same_v<std::ranges::range_value_t<DeviceRange>, xdev::Device<Host>>);
+
+TEST(Device, EnumerationIsARandomAccessView) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 4, .threads = 2});
+  auto all = rt.devices();
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_FALSE(all.empty());
+  EXPECT_EQ(all[2], rt.device(2));
+  EXPECT_EQ(all.end() - all.begin(), 4);
+  EXPECT_EQ(*(all.begin() + 3), rt.device(3));
+  EXPECT_EQ(all.begin()[1], rt.device(1));
+  auto it = all.end();
+  --it;
+  EXPECT_EQ((*it).ordinal(), 3u);
+  EXPECT_LT(all.begin(), it);
+  // range-v3 adaptors on the prvalue (a view, so it may be piped without an lvalue).
+  auto odd = rt.devices() | ranges::views::filter([](auto d) { return d.ordinal() % 2 == 1; }) |
+             ranges::views::transform([](auto d) { return d.ordinal(); }) | ranges::to<std::vector>();
+  EXPECT_EQ(odd, (std::vector<std::size_t>{1, 3}));
+  auto backwards = rt.devices() | ranges::views::reverse | ranges::views::transform([](auto d) { return d.name(); }) |
+                   ranges::to<std::vector>();
+  EXPECT_EQ(backwards, (std::vector<std::string>{"HOST:3", "HOST:2", "HOST:1", "HOST:0"}));
+#if !defined(__clang__)  // clang 14 cannot compile libstdc++ 12's view adaptors (any view's, not this one's)
+  std::vector<std::size_t> even;
+  for (auto d : rt.devices() | std::views::filter([](auto d) { return d.ordinal() % 2 == 0; }))
+    even.push_back(d.ordinal());
+  EXPECT_EQ(even, (std::vector<std::size_t>{0, 2}));
+#endif
+  EXPECT_EQ(std::ranges::distance(rt.devices()), 4);
 }
 
 TEST(Device, UnknownOrdinalIsNotFound) {

@@ -5,11 +5,9 @@
 #include <xdev/async/device_queue.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/device/device.hpp>
+#include <xdev/device/device_range.hpp>
 #include <xdev/memory/allocator.hpp>
 #include <xdev/random/generator.hpp>
-
-#include <range/v3/view/iota.hpp>
-#include <range/v3/view/transform.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -110,11 +108,9 @@ class Runtime {
     return Device<B>(*this, ordinal);
   }
 
-  /// Every device, as a range of `Device<B>` in ordinal order.
-  [[nodiscard]] auto devices() {
-    return ranges::views::iota(std::size_t{0}, states_.size()) |
-           ranges::views::transform([this](std::size_t i) { return Device<B>(*this, i); });
-  }
+  /// Every device, as a random-access view of `Device<B>` in ordinal order (range-v3 and
+  /// `std::views` pipelines take it).
+  [[nodiscard]] DeviceRange<B> devices() noexcept { return DeviceRange<B>(*this, states_.size()); }
 
   /// Waits for all work on every device, then raises the oldest unobserved error of any device.
   void synchronize() {
