@@ -11,17 +11,12 @@
 #include <xdev/any/any_device.hpp>
 #include <xdev/core/error.hpp>
 
-#include <range/v3/algorithm/find.hpp>
-#include <range/v3/numeric/accumulate.hpp>
-#include <range/v3/range/conversion.hpp>
-#include <range/v3/view/iota.hpp>
-#include <range/v3/view/transform.hpp>
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <numeric>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -73,12 +68,12 @@ class Mesh {
 
   /// True when an axis is called `name`.
   [[nodiscard]] bool has_axis(std::string_view name) const noexcept {
-    return ranges::find(names_, name) != names_.end();
+    return std::ranges::find(names_, name) != names_.end();
   }
   /// Position of axis `name`.
   /// \throws xdev::error `errc::invalid_argument` naming the axis and the mesh's axes.
   [[nodiscard]] std::size_t axis_index(std::string_view name) const {
-    auto it = ranges::find(names_, name);
+    auto it = std::ranges::find(names_, name);
     if (it == names_.end())
       throw error(errc::invalid_argument,
                   "mesh has no axis '" + std::string(name) + "'; its axes are " + describe_axes());
@@ -120,10 +115,10 @@ class Mesh {
   /// \throws xdev::error `errc::invalid_argument` when `flat >= size()`.
   [[nodiscard]] std::vector<std::int64_t> coords(std::size_t flat) const {
     (void)device(flat);
-    return ranges::views::iota(std::size_t{0}, shape_.size()) | ranges::views::transform([&](std::size_t a) {
-             return static_cast<std::int64_t>((flat / strides_[a]) % static_cast<std::size_t>(shape_[a]));
-           }) |
-           ranges::to<std::vector>();
+    std::vector<std::int64_t> out(shape_.size());
+    for (std::size_t a = 0; a < out.size(); ++a)
+      out[a] = static_cast<std::int64_t>((flat / strides_[a]) % static_cast<std::size_t>(shape_[a]));
+    return out;
   }
   /// Coordinate of flat position `flat` along axis `name`. \throws xdev::error as `coords`, `axis_index`.
   [[nodiscard]] std::int64_t coord(std::size_t flat, std::string_view name) const {
@@ -134,7 +129,7 @@ class Mesh {
 
   /// Flat position of `dev` in the mesh, or nullopt when it is not a member.
   [[nodiscard]] std::optional<std::size_t> index_of(const AnyDevice& dev) const noexcept {
-    auto it = ranges::find(devices_, dev);
+    auto it = std::ranges::find(devices_, dev);
     if (it == devices_.end()) return std::nullopt;
     return static_cast<std::size_t>(it - devices_.begin());
   }
@@ -148,7 +143,7 @@ class Mesh {
     std::vector<std::size_t> along;
     for (const auto& name : axes) {
       const auto a = axis_index(name);
-      if (ranges::find(along, a) != along.end())
+      if (std::ranges::find(along, a) != along.end())
         throw error(errc::invalid_argument, "axis '" + name + "' is named twice in a collective's axes");
       along.push_back(a);
     }
@@ -201,7 +196,7 @@ class Mesh {
 
  private:
   static std::size_t product(const std::vector<std::int64_t>& s) {
-    return static_cast<std::size_t>(ranges::accumulate(s, std::int64_t{1}, std::multiplies<>{}));
+    return static_cast<std::size_t>(std::accumulate(s.begin(), s.end(), std::int64_t{1}, std::multiplies<>{}));
   }
   // Row-major strides: the last axis has stride 1.
   static std::vector<std::size_t> make_strides(const std::vector<std::int64_t>& s) {

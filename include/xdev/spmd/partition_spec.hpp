@@ -10,8 +10,6 @@
 
 #include <xdev/core/error.hpp>
 
-#include <range/v3/algorithm/find.hpp>
-
 #include <algorithm>
 #include <cstddef>
 #include <initializer_list>
@@ -132,7 +130,7 @@ class PartitionSpec {
   /// True when the spec uses axis `name`.
   [[nodiscard]] bool uses(std::string_view name) const noexcept {
     for (const auto& d : dims_)
-      if (ranges::find(d, name) != d.end()) return true;
+      if (std::ranges::find(d, name) != d.end()) return true;
     return false;
   }
 

@@ -14,12 +14,6 @@
 #include <xdev/spmd/mesh.hpp>
 #include <xdev/spmd/partition_spec.hpp>
 
-#include <range/v3/algorithm/all_of.hpp>
-#include <range/v3/numeric/accumulate.hpp>
-#include <range/v3/range/conversion.hpp>
-#include <range/v3/view/iota.hpp>
-#include <range/v3/view/transform.hpp>
-
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -82,9 +76,9 @@ class IndexBox {
   }
   /// Number of indices in the box (1 for rank 0).
   [[nodiscard]] value_type numel() const noexcept {
-    return ranges::accumulate(ranges::views::iota(std::size_t{0}, rank_) |
-                                  ranges::views::transform([this](std::size_t d) { return end_[d] - begin_[d]; }),
-                              value_type{1}, std::multiplies<>{});
+    value_type n = 1;
+    for (std::size_t d = 0; d < rank_; ++d) n *= end_[d] - begin_[d];
+    return n;
   }
   /// True when the box holds no index (some extent is 0).
   [[nodiscard]] bool empty() const noexcept { return numel() == 0; }
@@ -107,8 +101,9 @@ class IndexBox {
   [[nodiscard]] bool contains(const IndexBox& other) const {
     check_rank(other, "contains");
     if (other.empty()) return true;
-    return ranges::all_of(ranges::views::iota(std::size_t{0}, rank_),
-                          [&](std::size_t d) { return begin_[d] <= other.begin_[d] && other.end_[d] <= end_[d]; });
+    for (std::size_t d = 0; d < rank_; ++d)
+      if (other.begin_[d] < begin_[d] || end_[d] < other.end_[d]) return false;
+    return true;
   }
   /// True when the index `point` (one entry per dimension) is in the box.
   /// \throws xdev::error `errc::invalid_argument` when `point` has the wrong length.
@@ -116,8 +111,9 @@ class IndexBox {
     if (point.size() != rank_)
       throw error(errc::invalid_argument, "index of " + std::to_string(point.size()) + " entries tested against box " +
                                               to_string() + " of rank " + std::to_string(rank_));
-    return ranges::all_of(ranges::views::iota(std::size_t{0}, rank_),
-                          [&](std::size_t d) { return begin_[d] <= point[d] && point[d] < end_[d]; });
+    for (std::size_t d = 0; d < rank_; ++d)
+      if (point[d] < begin_[d] || end_[d] <= point[d]) return false;
+    return true;
   }
   /// \throws xdev::error as the span overload.
   [[nodiscard]] bool contains(std::initializer_list<value_type> point) const {
@@ -249,9 +245,9 @@ class Sharding {
   /// replicated or past the spec's length.
   [[nodiscard]] std::int64_t shard_count(std::size_t dim) const noexcept {
     if (dim >= dim_axes_.size()) return 1;
-    return ranges::accumulate(
-        dim_axes_[dim] | ranges::views::transform([this](std::size_t a) { return mesh_.shape()[a]; }), std::int64_t{1},
-        std::multiplies<>{});
+    std::int64_t n = 1;
+    for (const std::size_t a : dim_axes_[dim]) n *= mesh_.shape()[a];
+    return n;
   }
 
   /// Which block of dimension `dim` mesh device `device` holds: the row-major index of its
@@ -273,9 +269,10 @@ class Sharding {
   /// \throws xdev::error as `validate(global)`.
   [[nodiscard]] std::vector<IndexBox> shard_boxes(const Shape& global) const {
     validate(global);
-    return ranges::views::iota(std::size_t{0}, mesh_.size()) |
-           ranges::views::transform([&](std::size_t i) { return box_of(global, mesh_.coords(i)); }) |
-           ranges::to<std::vector>();
+    std::vector<IndexBox> out;
+    out.reserve(mesh_.size());
+    for (std::size_t i = 0; i < mesh_.size(); ++i) out.push_back(box_of(global, mesh_.coords(i)));
+    return out;
   }
 
   /// Shape of every device's block (the same on every device, since shards are never padded).
