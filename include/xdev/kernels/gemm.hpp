@@ -168,8 +168,11 @@ void gemm_scale_c(const Parallel& par, const GemmProblem<T>& g) {
 // packing its own rows of A. Block boundaries depend only on m, n, k and the kernel (the number of
 // workers only changes how many row blocks a range of MR-row panels is cut into, never the order
 // of the arithmetic of any element of C), so results do not depend on `par`.
-template <class K, Rounding R>
-void gemm_blocked(const Parallel& par, const GemmProblem<typename K::value_type>& g) {
+//
+// The rounding of autocast only changes the packing, so only the packing is compiled per rounding:
+// one blocked loop per kernel family, not four.
+template <class K>
+void gemm_blocked(const Parallel& par, const GemmProblem<typename K::value_type>& g, Rounding rounding) {
   using T = typename K::value_type;
   constexpr std::size_t MR = K::mr, NR = K::nr;
   const std::size_t workers = par.pool == nullptr ? 1 : std::max<std::size_t>(1, par.workers);
@@ -196,14 +199,15 @@ void gemm_blocked(const Parallel& par, const GemmProblem<typename K::value_type>
     for (std::size_t pc = 0; pc < g.k; pc += kc_max) {
       const std::size_t kc = std::min(kc_max, g.k - pc);
       const T beta = pc == 0 ? g.beta : T(1);
-      parallel_for(par, n_strips, std::max<std::size_t>(1, 32768 / (kc * NR)),
-                   [&](std::size_t s0, std::size_t s1) { pack_b<NR, R>(g, jc, nc, pc, kc, s0, s1, bbuf); });
+      parallel_for(par, n_strips, std::max<std::size_t>(1, 32768 / (kc * NR)), [&](std::size_t s0, std::size_t s1) {
+        with_rounding(rounding, [&](auto r) { pack_b<NR, decltype(r)::value>(g, jc, nc, pc, kc, s0, s1, bbuf); });
+      });
       parallel_for(par, row_blocks * groups, 1, [&](std::size_t t0, std::size_t t1) {
         for (std::size_t t = t0; t < t1; ++t) {
           const std::size_t ib = t / groups, grp = t % groups;
           const std::size_t i0 = ib * mc, rows = std::min(mc, g.m - i0);
           T* const abuf = static_cast<T*>(gemm_buffer_a().get(round_up(rows, MR) * kc * sizeof(T)));
-          pack_a<MR, R>(g, i0, rows, pc, kc, abuf);
+          with_rounding(rounding, [&](auto r) { pack_a<MR, decltype(r)::value>(g, i0, rows, pc, kc, abuf); });
           const std::size_t s_begin = grp * n_strips / groups, s_end = (grp + 1) * n_strips / groups;
           for (std::size_t s = s_begin; s < s_end; ++s) {
             const std::size_t j0 = jc + s * NR, nr = std::min(NR, g.n - j0);
@@ -231,24 +235,24 @@ void gemm_blocked(const Parallel& par, const GemmProblem<typename K::value_type>
   }
 }
 
-template <class T, Rounding R>
-void gemm_dispatch(GemmIsa isa, const Parallel& par, const GemmProblem<T>& g) {
+template <class T>
+void gemm_dispatch(GemmIsa isa, const Parallel& par, const GemmProblem<T>& g, Rounding r) {
 #if XDEV_DETAIL_HOST_X86
   constexpr bool is_f32 = std::is_same_v<T, float>;
   switch (isa) {
     case GemmIsa::avx512:
-      return gemm_blocked<std::conditional_t<is_f32, Avx512F32, Avx512F64>, R>(par, g);
+      return gemm_blocked<std::conditional_t<is_f32, Avx512F32, Avx512F64>>(par, g, r);
     case GemmIsa::avx2:
-      return gemm_blocked<std::conditional_t<is_f32, Avx2F32, Avx2F64>, R>(par, g);
+      return gemm_blocked<std::conditional_t<is_f32, Avx2F32, Avx2F64>>(par, g, r);
     case GemmIsa::sse2:
-      return gemm_blocked<std::conditional_t<is_f32, Sse2F32, Sse2F64>, R>(par, g);
+      return gemm_blocked<std::conditional_t<is_f32, Sse2F32, Sse2F64>>(par, g, r);
     case GemmIsa::portable:
       break;
   }
 #else
   (void)isa;
 #endif
-  gemm_blocked<PortableKernel<T>, R>(par, g);
+  gemm_blocked<PortableKernel<T>>(par, g, r);
 }
 
 /// `gemm` with a chosen kernel family (for tests and benchmarks; `gemm` uses `best_gemm_isa()`).
@@ -263,7 +267,7 @@ void gemm_with(GemmIsa isa, const Parallel& par, bool trans_a, bool trans_b, std
   if (m == 0 || n == 0) return;
   const GemmProblem<T> g{trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc};
   if (k == 0 || alpha == T(0)) return gemm_scale_c(par, g);
-  with_rounding(rounding, [&](auto r) { gemm_dispatch<T, decltype(r)::value>(isa, par, g); });
+  gemm_dispatch<T>(isa, par, g, rounding);
 }
 
 }  // namespace detail
