@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
+#include <exception>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -158,6 +160,81 @@ TEST(StreamsFaultyBackend, ACompletionTheBackendDropsFailsTheOperationInsteadOfH
     EXPECT_EQ(e.code(), xdev::errc::internal);
   }
   EXPECT_EQ(dev.execution_stats().completed, 1u);  // the slot was returned
+}
+
+// Completes each operation one of three ways, in turn: inside the call that starts it, on a thread
+// of its own that polls for work and completes it at once (racing with the start's return), or
+// on that thread after a short pause. A stream's chain must then go on exactly once per
+// operation, in order, whichever thread sees the completion first.
+struct RacingBackend : ManualBackend {
+  using ManualBackend::ManualBackend;
+  RacingBackend(const RacingBackend&) = delete;
+  RacingBackend& operator=(const RacingBackend&) = delete;
+  ~RacingBackend() {
+    stop = true;
+    completer.join();
+  }
+  void execute(std::size_t, xdev::HostTask task, xdev::Completion done) {
+    const unsigned way = turn++ % 3;
+    if (way == 0) {
+      task();
+      return done(nullptr);
+    }
+    std::lock_guard lk(m);
+    jobs.push_back({std::move(task), std::move(done), way == 2});
+  }
+
+ private:
+  struct job {
+    xdev::HostTask task;
+    xdev::Completion done;
+    bool pause;
+  };
+  void complete_jobs() {
+    while (!stop) {
+      std::unique_lock lk(m);
+      if (jobs.empty()) {
+        lk.unlock();
+        std::this_thread::yield();
+        continue;
+      }
+      job j = std::move(jobs.front());
+      jobs.pop_front();
+      lk.unlock();
+      if (j.pause) std::this_thread::sleep_for(std::chrono::microseconds(2));
+      j.task();
+      j.done(nullptr);
+    }
+  }
+  std::atomic<unsigned> turn{0};
+  std::atomic<bool> stop{false};
+  std::mutex m;
+  std::deque<job> jobs;
+  std::thread completer{[this] { complete_jobs(); }};
+};
+
+TEST(StreamsFaultyBackend, CompletionsRacingTheirOwnStartKeepTheStreamInOrder) {
+  xdev::Runtime<RacingBackend> rt({.max_inflight = 8}, 1);
+  auto dev = rt.device(0);
+  constexpr int n = 6000;
+  std::vector<int> ran;  // written by the work only: a stream runs one operation at a time
+  ran.reserve(n);
+  std::atomic<int> delivered{0};
+  std::atomic<int> failed{0};
+  // (A handler of an operation that completed inside its own submission is posted, so handlers
+  // may run out of order; the work may not.)
+  for (int i = 0; i < n; ++i)
+    dev.execute([&ran, i] { ran.push_back(i); },
+                [&](std::exception_ptr ep) {
+                  delivered.fetch_add(1);
+                  if (ep) failed.fetch_add(1);
+                });
+  dev.synchronize();
+  EXPECT_EQ(delivered.load(), n);
+  EXPECT_EQ(failed.load(), 0);
+  ASSERT_EQ(ran.size(), std::size_t{n});
+  for (int i = 0; i < n; ++i) ASSERT_EQ(ran[std::size_t(i)], i);
+  EXPECT_EQ(dev.execution_stats().completed, std::size_t{n});
 }
 
 }  // namespace

@@ -289,7 +289,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
 
  private:
   friend class ChainNode;
-  enum class phase { idle, starting, running, completed_while_starting };
+  enum class phase { starting, running, completed_while_starting };
 
   void append_locked(ChainNode* n) noexcept {
     if (tail_)
@@ -305,28 +305,33 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     return n;
   }
 
+  // Starts the nodes of a host chain one after another, as the thread that owns the chain (busy_).
+  // The lock is taken once per node (to pop it): the submitting thread pushes under the same lock
+  // for every operation, so each extra acquisition is a contended cache line. Whether the node
+  // completed inside its own start (the loop goes on) or will complete later (its completion goes
+  // on, see on_complete) is decided by one exchange on `phase_`, which only the starting and the
+  // completing thread touch.
   void run_next() {
     std::unique_lock lk(m_);
     for (;;) {
       ChainNode* n = head_;
       if (n == nullptr) {
         busy_ = false;
-        phase_ = phase::idle;
         return;
       }
       pop_front_locked();
-      phase_ = phase::starting;
       std::exception_ptr poisoned = n->is_operation() ? poison_ : nullptr;
       lk.unlock();
+      // Before the start: the node's completion (on any thread) comes after it.
+      phase_.store(phase::starting, std::memory_order_relaxed);
       if (poisoned)
         n->fail_unstarted(std::move(poisoned));
       else
         n->start();
-      lk.lock();
-      if (phase_ != phase::completed_while_starting) {
-        phase_ = phase::running;
-        return;
-      }
+      phase p = phase::starting;
+      if (phase_.compare_exchange_strong(p, phase::running, std::memory_order_acq_rel, std::memory_order_acquire))
+        return;   // it completes later, and its completion goes on
+      lk.lock();  // it completed inside start(): go on here
     }
   }
 
@@ -423,14 +428,16 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   }
 
   void on_complete(const std::exception_ptr& failed) {
-    {
+    if (failed && poison_on_error_) {
       std::lock_guard lk(m_);
-      if (failed && poison_on_error_ && !poison_) poison_ = failed;
-      if (phase_ == phase::starting) {
-        phase_ = phase::completed_while_starting;
-        return;
-      }
+      if (!poison_) poison_ = failed;
     }
+    // Inside the node's start (a synchronous backend): the starting loop goes on. Else the start
+    // has returned (the exchange to `running` happened before this sees it) and this thread goes on.
+    phase p = phase::starting;
+    if (phase_.compare_exchange_strong(p, phase::completed_while_starting, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+      return;
     run_next();
   }
 
@@ -446,7 +453,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   ChainNode* head_ = nullptr;
   ChainNode* tail_ = nullptr;
   bool busy_ = false;
-  phase phase_ = phase::idle;
+  std::atomic<phase> phase_{phase::running};  // host chain: see run_next
 };
 
 inline void ChainNode::bind(std::shared_ptr<OpChain> chain) noexcept {

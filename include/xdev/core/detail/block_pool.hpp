@@ -8,11 +8,14 @@
 /// submitting thread to a worker and back costs a shared lock once per batch, not twice per block.
 #pragma once
 
+#include <xdev/core/detail/spin_mutex.hpp>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <new>
+#include <utility>
 
 #include <pthread.h>
 
@@ -30,7 +33,7 @@ inline constexpr bool block_pool_enabled = true;
 inline constexpr bool block_pool_enabled = true;
 #endif
 
-/// Size classes of 64 to 1024 bytes, each a shared free list behind its own mutex, holding at most
+/// Size classes of 64 to 1024 bytes, each a shared list of batches behind its own lock, holding at most
 /// `max_cached` blocks (what a device with a deep queue recycles; more goes back to the heap), and
 /// per thread a magazine of at most `magazine` blocks, traded with the shared list `batch` at a
 /// time. Larger or over-aligned requests go straight to the heap.
@@ -95,13 +98,21 @@ class block_pool {
   }
 
  private:
+  // A free block: linked through `next` in a magazine and within a batch. The first block of a
+  // batch on a shared list also holds the batch's length and the next batch, so that trading a
+  // batch with the shared list is one push or pop under its lock: walking a batch there (cold
+  // memory, a cache miss per block) held the lock long enough for the other thread trading at the
+  // same time to sleep on it in the kernel.
   struct free_block {
     free_block* next;
+    free_block* next_batch = nullptr;
+    std::size_t size = 1;
   };
+  static_assert(sizeof(free_block) <= min_block);
   struct alignas(64) bucket {  // one cache line each: threads using different classes do not collide
-    std::mutex m;
-    free_block* head = nullptr;
-    std::size_t count = 0;
+    SpinMutex m;
+    free_block* batches = nullptr;
+    std::size_t count = 0;  // blocks in all batches
   };
   // A thread's magazines. Trivially destructible (no exit hook registered for it), so that it
   // stays usable while the thread's thread-local objects are destroyed; `flush_thread` empties it
@@ -140,18 +151,19 @@ class block_pool {
     return c;
   }
 
-  // Takes up to `batch` blocks of class `c` from the shared list into the thread's magazine.
+  // Fills the thread's empty magazine of class `c` with a batch from the shared list, if any.
   void refill(thread_cache& tc, std::size_t c) noexcept {
     bucket& b = buckets_[c];
-    std::lock_guard lk(b.m);
-    for (std::size_t i = 0; i < batch && b.head; ++i) {
-      free_block* f = b.head;
-      b.head = f->next;
-      --b.count;
-      f->next = tc.head[c];
-      tc.head[c] = f;
-      ++tc.count[c];
+    free_block* got = nullptr;
+    {
+      std::lock_guard lk(b.m);
+      got = b.batches;
+      if (got == nullptr) return;
+      b.batches = got->next_batch;
+      b.count -= got->size;
     }
+    tc.head[c] = got;
+    tc.count[c] = static_cast<std::uint32_t>(got->size);
   }
 
   // Moves `batch` blocks of the thread's full magazine to the shared list.
@@ -162,23 +174,41 @@ class block_pool {
     tc.head[c] = last->next;
     tc.count[c] -= static_cast<std::uint32_t>(batch);
     last->next = nullptr;
-    give_back(c, first);
+    give_back_batch(c, first, batch);
   }
 
-  // Puts the linked blocks from `first` on the shared list of class `c`; what does not fit
-  // (over `max_cached`, or the pool is draining) goes back to the heap.
+  // Puts the blocks linked from `first` on the shared list of class `c`, in batches.
   void give_back(std::size_t c, free_block* first) noexcept {
+    while (first != nullptr) {
+      free_block* last = first;
+      std::size_t k = 1;
+      for (; k < batch && last->next != nullptr; ++k) last = last->next;
+      free_block* rest = last->next;
+      last->next = nullptr;
+      give_back_batch(c, first, k);
+      first = rest;
+    }
+  }
+
+  // Puts one batch of `n` linked blocks on the shared list of class `c`; a batch that does not fit
+  // (over `max_cached`, or the pool is draining) goes back to the heap.
+  void give_back_batch(std::size_t c, free_block* first, std::size_t n) noexcept {
     bucket& b = buckets_[c];
     {
       std::lock_guard lk(b.m);
-      while (first && b.count < max_cached && !draining_.load(std::memory_order_relaxed)) {
-        free_block* f = first;
-        first = f->next;
-        f->next = b.head;
-        b.head = f;
-        ++b.count;
+      if (b.count + n <= max_cached && !draining_.load(std::memory_order_relaxed)) {
+        first->size = n;
+        first->next_batch = b.batches;
+        b.batches = first;
+        b.count += n;
+        return;
       }
     }
+    free_list(first);
+  }
+
+  // Returns the blocks linked through `next` from `first` to the heap.
+  static void free_list(free_block* first) noexcept {
     while (first) {
       free_block* f = first;
       first = f->next;
@@ -192,12 +222,16 @@ class block_pool {
     draining_.store(true, std::memory_order_release);
     if (exit_key_ready_.exchange(false)) pthread_key_delete(exit_key_);  // no flush_thread once unmapped
     for (bucket& b : buckets_) {
-      std::lock_guard lk(b.m);
-      while (free_block* f = b.head) {
-        b.head = f->next;
-        ::operator delete(static_cast<void*>(f));
+      free_block* batches = nullptr;
+      {
+        std::lock_guard lk(b.m);
+        batches = std::exchange(b.batches, nullptr);
+        b.count = 0;
       }
-      b.count = 0;
+      while (free_block* f = batches) {
+        batches = f->next_batch;
+        free_list(f);
+      }
     }
   }
 
