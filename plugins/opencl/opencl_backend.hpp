@@ -443,11 +443,24 @@ class OpenCL {
     cl_int err = CL_SUCCESS;
     cl_command_queue q = clCreateCommandQueue(contexts_[d.context].context, d.id, 0, &err);
     cl_check(err, d.label, "clCreateCommandQueue");
+    try {
+      std::lock_guard lk(d.m);
+      d.stream_queues.push_back(q);
+    } catch (...) {
+      clReleaseCommandQueue(q);
+      throw;
+    }
     return q;
   }
-  /// xdev destroys a queue only once every operation on it has completed.
-  void destroy_queue(std::size_t, queue_handle q) noexcept {
+  /// xdev destroys a queue only once every operation on it has completed. The queues of streams
+  /// still alive when the backend is destroyed are released with it.
+  void destroy_queue(std::size_t device, queue_handle q) noexcept {
     if (q == nullptr) return;
+    if (device < devices_.size()) {
+      Dev& d = *devices_[device];
+      std::lock_guard lk(d.m);
+      std::erase(d.stream_queues, q);
+    }
     clFinish(q);
     clReleaseCommandQueue(q);
   }
@@ -740,6 +753,7 @@ class OpenCL {
     std::mutex m;                  // held while setting kernel arguments and enqueueing
     std::map<std::string, cl_kernel, std::less<>> kernels;
     std::atomic<cl_ulong> allocated{0};
+    std::vector<cl_command_queue> stream_queues;  // made by create_queue and not yet destroyed (under m)
   };
 
   // Where the calling thread's commands for `d` go: the bound queue of a stream, else the
@@ -1053,12 +1067,17 @@ class OpenCL {
   }
 
   void release() noexcept {
-    for (auto& d : devices_)
+    for (auto& d : devices_) {
       if (d->queue != nullptr) clFinish(d->queue);
+      for (cl_command_queue q : d->stream_queues) clFinish(q);
+    }
     host_worker_.reset();  // runs the host tasks already posted
     for (auto& d : devices_) {
       for (auto& [n, k] : d->kernels) clReleaseKernel(k);
       if (d->queue != nullptr) clReleaseCommandQueue(d->queue);
+      // Streams that outlive the runtime: xdev no longer calls destroy_queue for them.
+      for (cl_command_queue q : d->stream_queues) clReleaseCommandQueue(q);
+      d->stream_queues.clear();
     }
     devices_.clear();
     for (auto& c : contexts_) {

@@ -204,6 +204,29 @@ TEST_F(OpenCLBackend, AStreamOnItsOwnQueueRunsItsWorkInOrderHostTasksIncluded) {
   s.synchronize();
 }
 
+// A stream keeps its command queue until it is destroyed; when the runtime goes first, xdev no
+// longer calls destroy_queue (the backend is gone), so the backend must release the queue itself:
+// a queue left behind would keep the device's context (and its memory) alive for good.
+TEST_F(OpenCLBackend, TheQueueOfAStreamThatOutlivesItsRuntimeIsReleasedWithTheRuntime) {
+  backend_.reset();
+  std::optional<xdev::Runtime<OpenCL>> rt(std::in_place);
+  auto s = rt->device(0).make_stream();
+  ASSERT_TRUE(s.uses_native_queue());
+  (void)s.execute([] {});
+  s.synchronize();
+  // The device's context, held by the test as well, to ask how many still hold it afterwards.
+  cl_command_queue probe = rt->backend().create_queue(0);
+  cl_context context = nullptr;
+  ASSERT_EQ(clGetCommandQueueInfo(probe, CL_QUEUE_CONTEXT, sizeof context, &context, nullptr), CL_SUCCESS);
+  rt->backend().destroy_queue(0, probe);
+  ASSERT_EQ(clRetainContext(context), CL_SUCCESS);
+  rt.reset();  // `s` is still alive, with its queue
+  cl_uint holders = 0;
+  EXPECT_EQ(clGetContextInfo(context, CL_CONTEXT_REFERENCE_COUNT, sizeof holders, &holders, nullptr), CL_SUCCESS);
+  EXPECT_EQ(holders, 1u) << "something of the destroyed runtime still holds its OpenCL context";
+  clReleaseContext(context);
+}
+
 // A stream waiting for another stream's event on the same device gets a barrier on the other
 // queue's marker event (concepts::NativeMarkers, ABI 1.6): the device orders the two, not the host.
 static_assert(xdev::concepts::NativeMarkers<OpenCL>);
