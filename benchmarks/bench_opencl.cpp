@@ -159,8 +159,13 @@ void submit(benchmark::State& st, std::int64_t per_wait) {
   const AnyDevice& dev = devices().opencl.at(0);
   auto x = xdev::empty<float>(dev, {static_cast<std::int64_t>(n)});
   ops::fill(dev, x, 1.0f).get();
+  // The same values as xdev's side: left uninitialized, the raw buffer held whatever the driver's
+  // allocation did (on PoCL, often denormals and NaNs, which made the raw kernel twice as slow and
+  // the ratio meaningless).
+  std::vector<float> ones(n, 1.0f);
   cl_int err = CL_SUCCESS;
-  cl_mem rx = clCreateBuffer(r->context, CL_MEM_READ_WRITE, n * sizeof(float), nullptr, &err);
+  cl_mem rx =
+      clCreateBuffer(r->context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(float), ones.data(), &err);
   check(err, "clCreateBuffer");
   auto xdev_side = [&](std::int64_t calls) {
     for (std::int64_t c = 0; c < calls; ++c) {
