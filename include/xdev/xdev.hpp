@@ -24,6 +24,7 @@
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/half.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/core/op_kind.hpp>
 #include <xdev/core/shape.hpp>

@@ -1,14 +1,16 @@
-// The single-value variables, each read by the function xdev reads it with: the first byte picks
-// the variable, the rest (up to a NUL, as in a real environment) is its value. Each value is
-// accepted or an invalid_argument naming the variable; never anything else.
+// The single-value variables (XDEV_LOG_LEVEL among them), each read by the function xdev reads it with: the first byte
+// picks the variable, the rest (up to a NUL, as in a real environment) is its value. Each value is accepted or an
+// invalid_argument naming the variable; never anything else.
 #include <xdev/any/registry.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/env.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/plugin/detail/loader_trust.hpp>
 #include <xdev/plugin/search_path.hpp>
 
 #include "fuzz_support.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -27,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const auto text = xdev_fuzz::text_of(data + 1, size - 1);
   const std::string value(text.substr(0, text.find('\0')));
-  switch (data[0] % 7) {
+  switch (data[0] % 8) {
     case 0: {
       ScopedVariable v("XDEV_MAX_INFLIGHT", value);
       expect_accepted_or_named("XDEV_MAX_INFLIGHT", [] {
@@ -76,6 +78,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       static auto* registry = new xdev::Registry(xdev::plugin::SearchPath{});
       ScopedVariable v("XDEV_DEVICE", value);
       expect_accepted_or_named("XDEV_DEVICE", [] { XDEV_FUZZ_CHECK(registry->default_backend() == "HOST"); });
+      break;
+    }
+    case 7: {
+      // XDEV_LOG_LEVEL: a level whose name (or digit) is the value, or an error quoting it; asking
+      // whether a record passes never throws, whatever the value.
+      ScopedVariable v("XDEV_LOG_LEVEL", value);
+      xdev::log::set_level(std::nullopt);
+      (void)xdev::log::enabled(xdev::log::Level::debug);
+      expect_accepted_or_named("XDEV_LOG_LEVEL", [&] {
+        const xdev::log::Level l = xdev::log::level();
+        XDEV_FUZZ_CHECK(value.empty() || value == xdev::log::name(l) ||
+                        (value.size() == 1 && value[0] == static_cast<char>('0' + static_cast<int>(l))));
+      });
+      xdev::log::set_level(std::nullopt);
       break;
     }
   }

@@ -6,6 +6,7 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/backends/host.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/spmd/mesh.hpp>
@@ -28,6 +29,7 @@
 #include <future>
 #include <initializer_list>
 #include <latch>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -39,6 +41,7 @@ namespace {
 
 namespace asio = boost::asio;
 namespace spmd = xdev::spmd;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Host = xdev::backends::Host;
 using spmd::CollectiveAlgorithm;
@@ -909,6 +912,28 @@ TEST_F(Collectives, DirectAndOtherCollectivesReceiveWhatTheyNeed) {
           "broadcast", [&] { spmd::broadcast(mesh, "data", std::span(arrays), 1, {.algorithm = alg}).get(); },
           [&](std::size_t r) { return r == 1 ? std::size_t{0} : bytes; });
   }
+}
+
+// At `debug`, each collective says when it starts (on how many devices, which algorithm) and when
+// it completes; nothing at the default threshold.
+TEST_F(Collectives, ACollectiveLogsItsProgressAtDebugOnly) {
+  std::vector<std::string> said;
+  std::mutex m;
+  const xdev::log::Sink previous = xdev::log::set_sink([&](const xdev::log::Record& r) {
+    std::lock_guard lk(m);
+    if (r.component == "spmd") said.emplace_back(r.message);
+  });
+  const Mesh mesh = line(2);
+  auto arrays = arrays_for<float>(mesh, {64});
+  xdev::log::set_level(xdev::log::Level::warning);
+  spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum).get();
+  xdev::log::set_level(xdev::log::Level::debug);
+  spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = CollectiveAlgorithm::ring}).get();
+  xdev::log::set_level(std::nullopt);
+  xdev::log::set_sink(previous);
+  std::lock_guard lk(m);
+  EXPECT_THAT(said, ElementsAre("all_reduce over axis 'data': started on 2 devices in 1 group(s), ring",
+                                "all_reduce over axis 'data': completed"));
 }
 
 }  // namespace

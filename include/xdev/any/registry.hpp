@@ -21,6 +21,7 @@
 #include <xdev/backends/host.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/plugin/loader.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
@@ -31,7 +32,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <exception>
@@ -107,8 +107,10 @@ class Registry {
 
   /// A registry with HOST built in and the plugins of `path` (discovered on first use), loaded
   /// as `load` says (`plugin::LoadOptions`: by default untrusted plugin files are refused).
+  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_LOG_LEVEL`.
   explicit Registry(plugin::SearchPath path, plugin::LoadOptions load = {})
       : path_(std::move(path)), load_(std::move(load)) {
+    (void)log::level();  // a malformed XDEV_LOG_LEVEL is an error here, not silence later
     add_locked("HOST", host_factory(), /*replace=*/false);
   }
   /// A registry searching the process's plugin search path (`plugin::search_path()`).
@@ -118,8 +120,9 @@ class Registry {
 
   /// The process-wide registry (`accelerator::` functions and `xdev-info` use it). It lives until
   /// the process ends and is never destroyed: at exit, every device it created is synchronized
-  /// (work in flight finishes; an unobserved error is printed to stderr), but no runtime is torn
-  /// down and no plugin unloaded, so nothing races with threads that are still winding down.
+  /// (work in flight finishes; an unobserved error goes to xdev's log, stderr by default), but no
+  /// runtime is torn down and no plugin unloaded, so nothing races with threads that are still
+  /// winding down.
   static Registry& global() {
     static Registry* instance = [] {
       auto* r = new Registry;  // never deleted, see above
@@ -248,10 +251,26 @@ class Registry {
       ensure_created_locked(*e, /*asked=*/true);
       if (e->devices.empty())
         throw error(errc::unavailable, "XDEV_DEVICE=" + *requested + ": backend " + e->name + " has no devices");
+      log::write(log::Level::debug, "registry",
+                 "default backend: " + e->name + " (XDEV_DEVICE=" + *requested + "), " +
+                     std::to_string(e->devices.size()) + " device(s)");
       return e->name;
     }
-    for (const auto& b : backends())
-      if (b.available && (b.name == "HOST" || b.priority >= host_priority)) return b.name;
+    for (const auto& b : backends()) {
+      if (b.available && (b.name == "HOST" || b.priority >= host_priority)) {
+        if (log::enabled(log::Level::debug))
+          log::write(log::Level::debug, "registry",
+                     "default backend: " + b.name + " (priority " + std::to_string(b.priority) +
+                         ", the highest of the available backends; XDEV_DEVICE is unset)");
+        return b.name;
+      }
+      if (log::enabled(log::Level::debug))
+        log::write(log::Level::debug, "registry",
+                   "not the default backend: " + b.name + " (" +
+                       (b.available ? "priority " + std::to_string(b.priority) + ", below HOST's"
+                                    : "unavailable: " + b.why_unavailable) +
+                       ")");
+    }
     throw error(errc::unavailable, "no backend has a device (not even HOST)");
   }
 
@@ -266,7 +285,8 @@ class Registry {
       try {
         d.synchronize();
       } catch (const std::exception& ex) {
-        std::fprintf(stderr, "xdev: at exit, %s had an unobserved error: %s\n", d.name().c_str(), ex.what());
+        log::write(log::Level::error, "registry",
+                   "at exit, " + d.name() + " had an unobserved error: " + std::string(ex.what()));
       }
     }
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/core/error.hpp>
+#include <xdev/core/log.hpp>
 
 #if defined(__linux__)
 #include <sys/auxv.h>
@@ -11,7 +12,6 @@
 #include <atomic>
 #include <charconv>
 #include <cstddef>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -55,14 +55,13 @@ inline void set_secure_execution_for_testing(std::optional<bool> on) noexcept {
 
 /// The value of environment variable `name`, or `std::nullopt` when it is unset.
 /// An empty value counts as unset, as for most Unix tools. In secure-execution mode every
-/// variable counts as unset, and the first call says so once on stderr.
+/// variable counts as unset, and the first call says so once (a warning in xdev's log).
 inline std::optional<std::string> getenv_string(const char* name) {
   if (secure_execution()) {
     if (!detail::secure_execution_announced().exchange(true, std::memory_order_relaxed))
-      std::fputs(
-          "xdev: secure-execution mode (setuid, setgid or file capabilities): environment variables such as "
-          "XDEV_PLUGIN_PATH and XDEV_DEVICE are ignored; plugins are loaded from the installed directory only\n",
-          stderr);
+      log::write(log::Level::warning, "env",
+                 "secure-execution mode (setuid, setgid or file capabilities): environment variables such as "
+                 "XDEV_PLUGIN_PATH and XDEV_DEVICE are ignored; plugins are loaded from the installed directory only");
     return std::nullopt;
   }
   const char* v = std::getenv(name);

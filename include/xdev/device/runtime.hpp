@@ -4,6 +4,7 @@
 
 #include <xdev/async/device_queue.hpp>
 #include <xdev/core/env.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/device_range.hpp>
 #include <xdev/memory/allocator.hpp>
@@ -61,10 +62,12 @@ class Runtime {
 
  public:
   /// Creates the backend from `backend_args` and sets up its devices.
-  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_MAX_INFLIGHT` or option.
+  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_MAX_INFLIGHT`,
+  /// `XDEV_LOG_LEVEL` or option.
   template <class... Args>
   explicit Runtime(RuntimeOptions options = {}, Args&&... backend_args)
       : backend_(std::forward<Args>(backend_args)...) {
+    (void)log::level();  // a malformed XDEV_LOG_LEVEL is an error here, not silence later
     const CapabilitySet caps = detail::backend_capabilities(backend_);
     const std::size_t inflight = resolve_max_inflight(options, caps);
     std::optional<std::size_t> limit = options.memory_limit;

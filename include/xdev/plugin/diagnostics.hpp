@@ -1,11 +1,12 @@
 /// \file
 /// What the plugin loader says on its own (<xdev/plugin/loader.hpp>): `Severity`, `Diagnostic`,
-/// the default sink (stderr) and `set_diagnostic_sink` to route the messages into a program's own
-/// logging; also how a plugin's own messages (`xdev_host_info::log`) reach the same sink.
+/// the default sink (xdev's log, see <xdev/core/log.hpp>) and `set_diagnostic_sink` to route the messages into a
+/// program's own logging; also how a plugin's own messages (`xdev_host_info::log`) reach the same sink.
 #pragma once
 
+#include <xdev/core/log.hpp>
+
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -35,11 +36,26 @@ struct Diagnostic {
 /// so it must be thread-safe; it must not throw (exceptions are swallowed).
 using DiagnosticSink = std::function<void(const Diagnostic&)>;
 
-/// The default sink: writes warnings and errors to stderr as one line each, `xdev: <message>`.
+/// The log level a diagnostic goes out at: `verbose` is `debug`, the others keep their name.
+[[nodiscard]] constexpr log::Level log_level_of(Severity severity) noexcept {
+  switch (severity) {
+    case Severity::verbose:
+      return log::Level::debug;
+    case Severity::info:
+      return log::Level::info;
+    case Severity::warning:
+      return log::Level::warning;
+    case Severity::error:
+      return log::Level::error;
+  }
+  return log::Level::warning;
+}
+
+/// The default sink: xdev's log (<xdev/core/log.hpp>), component "plugin", at the diagnostic's
+/// level (`log_level_of`). With the log's defaults, warnings and errors reach stderr as one line
+/// each, `xdev: <message>`; `XDEV_LOG_LEVEL=debug` shows every step of discovery too.
 inline void default_diagnostic_sink(const Diagnostic& diagnostic) {
-  if (diagnostic.severity < Severity::warning) return;
-  const std::string line = "xdev: " + diagnostic.message + "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
+  log::write(log_level_of(diagnostic.severity), "plugin", diagnostic.message);
 }
 
 namespace detail {

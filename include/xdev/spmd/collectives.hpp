@@ -84,6 +84,7 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/core/shape.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
@@ -273,8 +274,19 @@ struct collective_initiation {
   template <class Handler>
   void operator()(Handler&& handler) const {
     auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
-    CollectiveDriver::Finish finish = [q = error_sink, h = std::forward<Handler>(handler),
-                                       work = std::move(work)](std::exception_ptr ep) mutable {
+    // At `debug`, a record when the collective starts and when it completes (progress).
+    std::string traced;
+    if (log::enabled(log::Level::debug)) {
+      std::size_t devices = 0;
+      for (const auto& g : plan->groups) devices += g.size();
+      traced = plan->what;
+      log::write(log::Level::debug, "spmd",
+                 traced + ": started on " + std::to_string(devices) + " devices in " +
+                     std::to_string(plan->groups.size()) + " group(s), " + (plan->ring ? "ring" : "direct"));
+    }
+    CollectiveDriver::Finish finish = [q = error_sink, h = std::forward<Handler>(handler), work = std::move(work),
+                                       traced = std::move(traced)](std::exception_ptr ep) mutable {
+      if (!traced.empty()) log::write(log::Level::debug, "spmd", traced + (ep ? ": failed" : ": completed"));
       xdev::detail::deliver(q, std::move(h), std::move(ep));
       work.reset();
     };

@@ -4,6 +4,8 @@
 /// the process-wide default deadline, and the Open MPI tuning done at init.
 #pragma once
 
+#include <xdev/core/log.hpp>
+
 #include <mpi.h>
 
 #include <atomic>
@@ -50,8 +52,12 @@ inline bool mpi_active() noexcept {
 [[noreturn]] inline void abort_job(int status, const std::string& why) noexcept {
   int rank = -1;
   if (mpi_active()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "xdev::distributed: rank %d: %s; aborting the job (MPI_Abort, status %d)\n", rank, why.c_str(),
-               status);
+  try {
+    log::write(log::Level::error, "distributed",
+               "rank " + std::to_string(rank) + ": " + why + "; aborting the job (MPI_Abort, status " +
+                   std::to_string(status) + ")");
+  } catch (...) {  // no memory for the line: abort all the same
+  }
   std::fflush(stderr);
   if (mpi_active()) MPI_Abort(MPI_COMM_WORLD, status);
   std::abort();
