@@ -251,9 +251,10 @@ class Registry {
       ensure_created_locked(*e, /*asked=*/true);
       if (e->devices.empty())
         throw error(errc::unavailable, "XDEV_DEVICE=" + *requested + ": backend " + e->name + " has no devices");
-      log::write(log::Level::debug, "registry",
-                 "default backend: " + e->name + " (XDEV_DEVICE=" + *requested + "), " +
-                     std::to_string(e->devices.size()) + " device(s)");
+      if (log::enabled(log::Level::debug))
+        log::write(log::Level::debug, "registry",
+                   "default backend: " + e->name + " (XDEV_DEVICE=" + *requested + "), " +
+                       std::to_string(e->devices.size()) + " device(s)");
       return e->name;
     }
     for (const auto& b : backends()) {

@@ -6,6 +6,7 @@
 /// own logging (spdlog, glog, syslog). The default sink writes one line per record to stderr.
 #pragma once
 
+#include <xdev/core/detail/sink_slot.hpp>
 #include <xdev/core/error.hpp>
 
 #include <stdlib.h>  // secure_getenv
@@ -14,7 +15,6 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -115,12 +115,8 @@ inline int current_threshold() noexcept {
   return t;
 }
 
-inline std::mutex& sink_mutex() {
-  static auto* const m = new std::mutex;  // never destroyed: logging works during static destruction
-  return *m;
-}
-inline std::shared_ptr<const Sink>& installed_sink() {
-  static auto* const s = new std::shared_ptr<const Sink>;
+inline xdev::detail::SinkSlot<Sink>& installed_sink() {
+  static auto* const s = new xdev::detail::SinkSlot<Sink>;  // never destroyed: logging works during static destruction
   return *s;
 }
 
@@ -158,13 +154,7 @@ inline void set_level(std::optional<Level> l) noexcept {
 /// An empty `sink` restores `default_sink`. Thread-safe; a record being written meanwhile goes to
 /// either.
 inline Sink set_sink(Sink sink) {
-  auto next = sink ? std::make_shared<const Sink>(std::move(sink)) : nullptr;
-  std::shared_ptr<const Sink> previous;
-  {
-    std::lock_guard lock(detail::sink_mutex());
-    previous = std::exchange(detail::installed_sink(), std::move(next));
-  }
-  return previous ? *previous : Sink{};
+  return detail::installed_sink().exchange(std::move(sink));
 }
 
 /// Sends `message` to the sink when `l` passes the threshold. Never throws: a record must not
@@ -172,11 +162,7 @@ inline Sink set_sink(Sink sink) {
 inline void write(Level l, std::string_view component, std::string_view message) noexcept {
   if (!enabled(l)) return;
   try {
-    std::shared_ptr<const Sink> sink;
-    {
-      std::lock_guard lock(detail::sink_mutex());
-      sink = detail::installed_sink();
-    }
+    const std::shared_ptr<const Sink> sink = detail::installed_sink().get();
     const Record r{l, component, message};
     if (sink && *sink)
       (*sink)(r);

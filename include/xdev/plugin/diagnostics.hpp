@@ -4,13 +4,13 @@
 /// program's own logging; also how a plugin's own messages (`xdev_host_info::log`) reach the same sink.
 #pragma once
 
+#include <xdev/core/detail/sink_slot.hpp>
 #include <xdev/core/log.hpp>
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 
@@ -60,24 +60,15 @@ inline void default_diagnostic_sink(const Diagnostic& diagnostic) {
 
 namespace detail {
 
-inline std::mutex& sink_mutex() {
-  static auto* const mutex = new std::mutex;
-  return *mutex;
-}
-
-inline std::shared_ptr<const DiagnosticSink>& installed_sink() {
-  static auto* const sink = new std::shared_ptr<const DiagnosticSink>;
+inline xdev::detail::SinkSlot<DiagnosticSink>& installed_sink() {
+  static auto* const sink = new xdev::detail::SinkSlot<DiagnosticSink>;  // never destroyed
   return *sink;
 }
 
 /// Sends one diagnostic to the installed sink (outside the sink lock, so a sink may log itself).
 inline void diagnose(Severity severity, std::string message) noexcept {
   try {
-    std::shared_ptr<const DiagnosticSink> sink;
-    {
-      std::lock_guard lock(sink_mutex());
-      sink = installed_sink();
-    }
+    const std::shared_ptr<const DiagnosticSink> sink = installed_sink().get();
     const Diagnostic diagnostic{severity, std::move(message)};
     if (sink && *sink)
       (*sink)(diagnostic);
@@ -105,13 +96,7 @@ inline void plugin_log(void* context, std::int32_t level, const char* message) n
 /// when it was the default). An empty `sink` restores the default (`default_diagnostic_sink`).
 /// Thread-safe.
 inline DiagnosticSink set_diagnostic_sink(DiagnosticSink sink) {
-  auto next = sink ? std::make_shared<const DiagnosticSink>(std::move(sink)) : nullptr;
-  std::shared_ptr<const DiagnosticSink> previous;
-  {
-    std::lock_guard lock(detail::sink_mutex());
-    previous = std::exchange(detail::installed_sink(), std::move(next));
-  }
-  return previous ? *previous : DiagnosticSink{};
+  return detail::installed_sink().exchange(std::move(sink));
 }
 
 }  // namespace xdev::plugin
