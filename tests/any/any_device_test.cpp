@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <future>
@@ -33,6 +34,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -188,6 +190,16 @@ TEST_F(AnyDeviceTest, DefaultStreamAndQueueAreTheTypedDevicesOnes) {
   a.execute([] {}).get();
   EXPECT_EQ(a.execution_stats().submitted, before + 1);
   EXPECT_EQ(rt.device(0).execution_stats().submitted, before + 1);
+}
+
+TEST_F(AnyDeviceTest, EventsOfAnErasedStreamGiveTheTimeBetweenThem) {
+  const AnyDevice a = rt.device(1);
+  auto s = a.make_stream();
+  const xdev::Event start = s.record();
+  s.execute([] { std::this_thread::sleep_for(std::chrono::milliseconds(30)); }).get();
+  const xdev::Event end = s.record();
+  end.wait();
+  EXPECT_GE(start.elapsed_time(end), 30.0);
 }
 
 // ---- completion tokens --------------------------------------------------------------------------

@@ -12,11 +12,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <future>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -212,6 +214,20 @@ static_assert(!xdev::concepts::NativeMarkers<QueueBackend>);
 
 std::uint64_t native_waits() {
   return xdev::metrics::counter("stream.wait.native").value();
+}
+
+TEST(NativeMarkers, ElapsedTimeIsMeasuredBetweenTheMarkersCompletions) {
+  xdev::Runtime<MarkerBackend> rt({.max_inflight = 16}, 1);
+  auto s = rt.device(0).make_stream();
+  const xdev::Event start = s.record();
+  rt.backend().run_all();
+  ASSERT_TRUE(start.ready());
+  std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  const xdev::Event end = s.record();
+  EXPECT_THROW((void)start.elapsed_time(end), xdev::error) << "the later marker has not run";
+  rt.backend().run_all();
+  end.wait();
+  EXPECT_GE(start.elapsed_time(end), 25.0);
 }
 
 TEST(NativeMarkers, AWaitOnAnotherStreamsRecordIsEnqueuedWithoutWaitingForIt) {

@@ -2,6 +2,7 @@
 #include <xdev/async/event.hpp>
 #include <xdev/async/stream.hpp>
 #include <xdev/backends/host.hpp>
+#include <xdev/core/error.hpp>
 #include <xdev/device/runtime.hpp>
 
 #include "support/manual_backend.hpp"
@@ -14,6 +15,7 @@
 #include <exception>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -102,6 +104,52 @@ TEST_F(Streams, EventAsyncWaitWithACallback) {
 
 TEST_F(Streams, DefaultEventIsReady) {
   EXPECT_TRUE(xdev::Event{}.ready());
+}
+
+TEST_F(Streams, ElapsedTimeBetweenTwoRecordsCoversTheWorkBetweenThem) {
+  auto s = dev.make_stream();
+  const xdev::Event start = s.record();
+  (void)s.execute([] { std::this_thread::sleep_for(40ms); });
+  const xdev::Event end = s.record();
+  end.wait();
+  start.wait();
+  // Only the lower bound is certain: the end point comes after a 40 ms sleep the start preceded.
+  EXPECT_GE(start.elapsed_time(end), 40.0);
+  EXPECT_DOUBLE_EQ(end.elapsed_time(start), -start.elapsed_time(end));
+  EXPECT_DOUBLE_EQ(start.elapsed_time(start), 0.0);
+}
+
+TEST_F(Streams, ElapsedTimeRefusesAnEventThatWasNotRecorded) {
+  auto recorded = dev.make_stream().record();
+  recorded.wait();
+  try {
+    (void)xdev::Event{}.elapsed_time(recorded);
+    FAIL() << "a default-constructed event has no time";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("not recorded"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)recorded.elapsed_time(xdev::Event{}), xdev::error);
+}
+
+TEST_F(Streams, ElapsedTimeRefusesAnEventNotReadyYet) {
+  auto s = dev.make_stream();
+  std::promise<void> gate;
+  auto opened = gate.get_future().share();
+  const xdev::Event start = s.record();
+  (void)s.execute([opened] { opened.wait(); });
+  const xdev::Event end = s.record();
+  start.wait();
+  try {
+    (void)start.elapsed_time(end);
+    FAIL() << "the later event is still pending";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::unavailable);
+    EXPECT_NE(std::string(e.what()).find("not ready"), std::string::npos) << e.what();
+  }
+  gate.set_value();
+  end.wait();
+  EXPECT_GE(start.elapsed_time(end), 0.0);
 }
 
 TEST(StreamsInline, ABackendThatCompletesInsideTheCallDoesNotGrowTheStack) {

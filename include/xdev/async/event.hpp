@@ -3,12 +3,14 @@
 #pragma once
 
 #include <xdev/core/detail/unique_function.hpp>
+#include <xdev/core/error.hpp>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -20,6 +22,8 @@ struct EventState {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
+  bool recorded = false;                       // made by a stream's record(), not default-constructed
+  std::chrono::steady_clock::time_point when;  // when `set` ran (under `m`, once `done`)
   std::vector<unique_function<void()>> callbacks;
   // While pending: the native marker the recording stream's queue put at this point, if any
   // (`concepts::NativeMarkers`), and how to let go of it once the event is ready.
@@ -30,8 +34,10 @@ struct EventState {
   void set() {
     std::vector<unique_function<void()>> run;
     unique_function<void()> release;
+    const auto now = std::chrono::steady_clock::now();  // before the lock: the point, not the wait
     {
       std::lock_guard lk(m);
+      when = now;
       done = true;
       run.swap(callbacks);
       release = std::move(release_marker);
@@ -67,6 +73,20 @@ struct EventState {
     if (done) return marker_wait::ready;
     if (marker_queue != nullptr && wait(marker_queue, marker)) return marker_wait::waited;
     return marker_wait::unavailable;
+  }
+
+  // When the point was reached; throws when it was not recorded or is not reached yet. `which`
+  // names the event in the message.
+  std::chrono::steady_clock::time_point time_of(const char* which) {
+    std::lock_guard lk(m);
+    if (!recorded)
+      throw error(errc::invalid_argument,
+                  std::string(which) + " was not recorded by a stream (a default-constructed Event has no time)");
+    if (!done)
+      throw error(
+          errc::unavailable,
+          std::string(which) + " is not ready yet: wait for both events before asking for the time between them");
+    return when;
   }
 
   // Runs `f` once the event is set: at once when it already is, else on the thread that sets it.
@@ -118,10 +138,28 @@ class Event {
   /// `f` must not throw. For a completion-token form, see `xdev::async_wait` in async/submit.hpp.
   void on_ready(detail::unique_function<void()> f) const { state_->on_ready(std::move(f)); }
 
+  /// Milliseconds from this event's point to `later`'s (negative when `later` was reached first),
+  /// as `torch.cuda.Event.elapsed_time` gives them. Both events must come from `Stream::record()`
+  /// and be ready. The times are the host's: the steady clock read when xdev saw each point
+  /// reached (the completion of the work before it), so the figure includes the time a
+  /// completion takes to reach the host (microseconds on the host and OpenCL backends) and is
+  /// exact to the clock's resolution beyond that.
+  /// \throws xdev::error `errc::invalid_argument` for an event that was not recorded (a
+  ///         default-constructed one); `errc::unavailable` for one that is not ready yet.
+  [[nodiscard]] double elapsed_time(const Event& later) const {
+    const auto from = state_->time_of("Event::elapsed_time: this event");
+    const auto to = later.state_->time_of("Event::elapsed_time: the later event");
+    return std::chrono::duration<double, std::milli>(to - from).count();
+  }
+
   friend bool operator==(const Event& a, const Event& b) noexcept { return a.state_ == b.state_; }
 
-  /// For streams: an event that is not yet ready.
-  static Event pending() { return Event(std::make_shared<detail::EventState>()); }
+  /// For streams: an event that is not yet ready, for a point recorded now.
+  static Event pending() {
+    auto s = std::make_shared<detail::EventState>();
+    s->recorded = true;
+    return Event(std::move(s));
+  }
   /// For streams: marks the event ready and runs its waiters.
   void set() const { state_->set(); }
   /// For streams: the shared state (where a native marker of the recording stream is kept).
