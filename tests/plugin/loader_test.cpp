@@ -1,5 +1,6 @@
 // The plugin loader against real shared libraries: the working fixtures, every failure case of
 // tests/plugin/fixtures, and hostile files made at run time.
+#include <xdev/core/tools.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/plugin/loader.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
@@ -16,10 +17,12 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -158,6 +161,31 @@ TEST(Load, ConcurrentLoadsShareOneLibraryAndInitializeOnce) {
   fs::create_symlink(path, dir / "libxdev_plugin_link.so");
   EXPECT_EQ(plugin::load(dir / "libxdev_plugin_link.so"), loaded.front());
   EXPECT_EQ(loaded.front()->path(), path);
+}
+
+TEST(Load, AFreshLoadIsAPluginLoadActivityAndAReuseIsNot) {
+  struct Recorder final : xdev::tools::Listener {
+    std::mutex m;
+    std::vector<std::string> seen;
+    void begin(const xdev::tools::Activity& a) override {
+      std::lock_guard lk(m);
+      if (a.category == xdev::tools::Category::plugin_load) seen.push_back("begin " + std::string(a.name));
+    }
+    void end(const xdev::tools::Activity& a, const std::exception_ptr& error) override {
+      std::lock_guard lk(m);
+      if (a.category == xdev::tools::Category::plugin_load)
+        seen.push_back(std::string(error ? "failed " : "end ") + std::string(a.name));
+    }
+  };
+  const auto path = fixture_plugin("good", "good");
+  auto recorder = std::make_shared<Recorder>();
+  const auto subscription = xdev::tools::add_listener(recorder);
+  auto lib = plugin::load(path);
+  auto again = plugin::load(path);  // already loaded: no second load
+  EXPECT_EQ(lib, again);
+  const std::string canonical = std::filesystem::canonical(path).string();
+  std::lock_guard lk(recorder->m);
+  EXPECT_EQ(recorder->seen, (std::vector<std::string>{"begin " + canonical, "end " + canonical}));
 }
 
 // ---- lifetime --------------------------------------------------------------------------------

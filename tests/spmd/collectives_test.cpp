@@ -8,6 +8,7 @@
 #include <xdev/backends/host.hpp>
 #include <xdev/core/log.hpp>
 #include <xdev/core/metrics.hpp>
+#include <xdev/core/tools.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/spmd/mesh.hpp>
 
@@ -934,6 +935,39 @@ TEST_F(Collectives, ACollectiveLogsItsProgressAtDebugOnly) {
   std::lock_guard lk(m);
   EXPECT_THAT(said, ElementsAre("all_reduce over axis 'data': started on 2 devices in 1 group(s), ring",
                                 "all_reduce over axis 'data': completed"));
+}
+
+TEST_F(Collectives, ACollectiveIsOneActivityAroundTheWorkOfItsSteps) {
+  struct Recorder final : xdev::tools::Listener {
+    std::mutex m;
+    std::vector<std::string> seen;
+    std::uint64_t collective_id = 0;
+    void begin(const xdev::tools::Activity& a) override {
+      std::lock_guard lk(m);
+      if (a.category == xdev::tools::Category::collective) {
+        collective_id = a.id;
+        seen.push_back("begin " + std::string(a.name) + " on " + std::string(a.device));
+      } else if (collective_id != 0 && seen.size() == 1) {
+        seen.push_back("steps");  // the steps' own work comes between
+      }
+    }
+    void end(const xdev::tools::Activity& a, const std::exception_ptr& error) override {
+      std::lock_guard lk(m);
+      if (a.category == xdev::tools::Category::collective)
+        seen.push_back(std::string(error ? "failed " : "end ") + std::string(a.name) +
+                       (a.id == collective_id ? "" : " (another id)"));
+    }
+  };
+  const Mesh mesh = line(2);
+  auto arrays = arrays_for<float>(mesh, {64});
+  auto recorder = std::make_shared<Recorder>();
+  {
+    const auto subscription = xdev::tools::add_listener(recorder);
+    spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.algorithm = CollectiveAlgorithm::ring}).get();
+  }
+  std::lock_guard lk(recorder->m);
+  EXPECT_THAT(recorder->seen, ElementsAre("begin all_reduce over axis 'data' on " + mesh.devices().front().name(),
+                                          "steps", "end all_reduce over axis 'data'"));
 }
 
 }  // namespace

@@ -299,8 +299,10 @@ class AnyStream : public detail::StreamCore {
                           }),
                           dev.keep_alive(std::move(done)));
     };
-    return detail::submit<R>(queue_, chain_, std::move(slot), detail::queue_ordered(std::move(launch)),
-                             std::forward<Token>(token));
+    return detail::submit<R>(
+        queue_, chain_, std::move(slot),
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::host_task, "execute"}),
+        std::forward<Token>(token));
   }
 
   /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
@@ -313,8 +315,11 @@ class AnyStream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::from_host, n);
       dev.model().copy_to_device(src, h, 0, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
-                                std::forward<Token>(token));
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_device",
+                                                                      nullptr, dst.size_bytes()}),
+        std::forward<Token>(token));
   }
 
   /// Copies `src` into host memory `dst` (device→host). Sizes must match.
@@ -327,8 +332,11 @@ class AnyStream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::to_host, n);
       dev.model().copy_to_host(h, 0, dst, n, dev.keep_alive(std::move(done)));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
-                                std::forward<Token>(token));
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_host",
+                                                                      nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
   }
 
   /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
@@ -357,9 +365,11 @@ class AnyStream : public detail::StreamCore {
     // other device's frees wait for the copy too (stream-ordered frees).
     const bool within = src.device() == dst.device();
     auto peer = src.device() == device_ ? dst.device().queue() : src.device().queue();
-    return detail::submit<void>(queue_, chain_, nullptr,
-                                detail::queue_ordered(std::move(launch), within, std::move(peer)),
-                                std::forward<Token>(token));
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), within, std::move(peer),
+                              detail::activity_tag{tools::Category::transfer, "copy", nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
   }
 
   friend bool operator==(const AnyStream& a, const AnyStream& b) noexcept { return a.chain_ == b.chain_; }

@@ -6,6 +6,7 @@
 #include <xdev/async/throttle.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/metrics.hpp>
+#include <xdev/core/tools.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -149,9 +150,15 @@ class DeviceQueue {
   /// Waits for all in-flight work and its completion handlers, then rethrows the oldest kept
   /// error (the rest stay for the following calls, so none is lost).
   void synchronize() {
-    throttle_.wait_idle();
-    wait_handlers();
-    raise_kept_error();
+    tools::detail::scoped_activity span(tools::Category::synchronize, "synchronize", name_);
+    try {
+      throttle_.wait_idle();
+      wait_handlers();
+      raise_kept_error();
+    } catch (...) {
+      span.finish(std::current_exception());
+      throw;
+    }
   }
 
   /// Rethrows the oldest kept error, if any, and forgets it.

@@ -82,9 +82,16 @@ class StreamCore {
   /// completion handlers have run, then raises the oldest error the device kept (as
   /// `Device::synchronize()` does). Work on other streams may still be running.
   void synchronize() const {
-    record().wait();
-    if (running_handlers_of(queue_.get()) == 0) chain_->handlers().wait();
-    queue_->raise_kept_error();
+    tools::detail::scoped_activity span(tools::Category::synchronize, "Stream::synchronize", queue_->name(),
+                                        chain_->id());
+    try {
+      record().wait();
+      if (running_handlers_of(queue_.get()) == 0) chain_->handlers().wait();
+      queue_->raise_kept_error();
+    } catch (...) {
+      span.finish(std::current_exception());
+      throw;
+    }
   }
 
   /// With `ErrorPolicy::poison`: the error that poisoned the stream, or null.
@@ -173,8 +180,10 @@ class Stream : public detail::StreamCore {
                             }),
                             std::move(done));
     };
-    return detail::submit<R>(queue_, chain_, std::move(slot), detail::queue_ordered(std::move(launch)),
-                             std::forward<Token>(token));
+    return detail::submit<R>(
+        queue_, chain_, std::move(slot),
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::host_task, "execute"}),
+        std::forward<Token>(token));
   }
 
   /// Copies `src` from host memory into `dst` (host→device). Sizes must match.
@@ -187,8 +196,11 @@ class Stream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::from_host, n);
       dev.backend().copy_to_device(dev.ordinal(), src, h, 0, n, std::move(done));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
-                                std::forward<Token>(token));
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_device",
+                                                                      nullptr, dst.size_bytes()}),
+        std::forward<Token>(token));
   }
 
   /// Copies `src` into host memory `dst` (device→host). Sizes must match.
@@ -201,8 +213,11 @@ class Stream : public detail::StreamCore {
       dev.queue()->note_transfer(TransferDirection::to_host, n);
       dev.backend().copy_to_host(dev.ordinal(), h, 0, dst, n, std::move(done));
     };
-    return detail::submit<void>(queue_, chain_, nullptr, detail::queue_ordered(std::move(launch)),
-                                std::forward<Token>(token));
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_host",
+                                                                      nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
   }
 
   /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
@@ -225,9 +240,11 @@ class Stream : public detail::StreamCore {
     // other device's frees wait for the copy too (stream-ordered frees).
     const bool within = src.device() == dst.device();
     auto peer = src.device() == device_ ? dst.device().queue() : src.device().queue();
-    return detail::submit<void>(queue_, chain_, nullptr,
-                                detail::queue_ordered(std::move(launch), within, std::move(peer)),
-                                std::forward<Token>(token));
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), within, std::move(peer),
+                              detail::activity_tag{tools::Category::transfer, "copy", nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
   }
 
   friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }

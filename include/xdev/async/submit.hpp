@@ -8,6 +8,7 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/metrics.hpp>
+#include <xdev/core/tools.hpp>
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
@@ -211,6 +212,29 @@ struct signature_for<void> {
   using type = void(std::exception_ptr);
 };
 
+/// What profiler hooks (`xdev::tools`) are told about a submitted piece of work. The strings are
+/// static (op and call names). Work without a `name` is not reported.
+struct activity_tag {
+  tools::Category category = tools::Category::op;
+  const char* name = nullptr;
+  const char* dtype = nullptr;
+  std::uint64_t bytes = 0;
+};
+
+// The activity of work on `q`'s device and `chain`'s stream, as the hooks report it.
+inline tools::Activity activity_of(const activity_tag& t, std::uint64_t id, const DeviceQueue& q,
+                                   const OpChain* chain) noexcept {
+  return tools::Activity{id,
+                         t.category,
+                         t.name,
+                         q.name(),
+                         chain != nullptr ? chain->id() : 0,
+                         t.bytes,
+                         t.dtype != nullptr ? std::string_view(t.dtype) : std::string_view(),
+                         std::chrono::steady_clock::now(),
+                         0};
+}
+
 /// A launch that is one enqueue on the stream's queue (see `ChainNode::queue_ordered`): what the
 /// transfers, host tasks and ops of a stream submit. `ordered` false: host ordering after all.
 template <class L>
@@ -220,13 +244,20 @@ struct ordered_launch {
   /// The other device of a copy between two devices (kept alive by the launch), whose memory the
   /// work also uses: frees on it are ordered after this work too. Null for work on one device.
   std::shared_ptr<DeviceQueue> peer = nullptr;
+  /// What the work is, for profiler hooks.
+  activity_tag tag = {};
   void operator()(Completion done) { std::move(launch)(std::move(done)); }
 };
 
 template <class L>
 ordered_launch<std::decay_t<L>> queue_ordered(L&& launch, bool ordered = true,
-                                              std::shared_ptr<DeviceQueue> peer = nullptr) {
-  return {std::forward<L>(launch), ordered, std::move(peer)};
+                                              std::shared_ptr<DeviceQueue> peer = nullptr, activity_tag tag = {}) {
+  return {std::forward<L>(launch), ordered, std::move(peer), tag};
+}
+/// `queue_ordered` for work that profiler hooks report as `tag`.
+template <class L>
+ordered_launch<std::decay_t<L>> queue_ordered(L&& launch, activity_tag tag) {
+  return {std::forward<L>(launch), true, nullptr, tag};
 }
 
 template <class L>
@@ -287,7 +318,20 @@ class submit_node final : public ChainNode {
   void launch(Completion done) override {
     // Admitted before an abort and not started since: it completes cancelled, without running.
     if (q_->cancels_unstarted()) throw q_->cancelled_error();
+    if constexpr (is_ordered_launch<Launch>) {
+      if (launch_.tag.name != nullptr && tools::active()) {
+        activity_ = tools::detail::next_activity_id();
+        tools::detail::emit_begin(activity_of(launch_.tag, activity_, *q_, chain().get()));
+      }
+    }
     std::move(launch_)(std::move(done));
+  }
+
+  // Tells the hooks the work is over (when they were told it began).
+  void end_activity(const std::exception_ptr& ep) noexcept {
+    if constexpr (is_ordered_launch<Launch>) {
+      if (activity_ != 0) tools::detail::emit_end(activity_of(launch_.tag, activity_, *q_, chain().get()), ep);
+    }
   }
 
   // The work is over: its frees may run (before the slot: whoever sees the device idle sees them
@@ -299,6 +343,7 @@ class submit_node final : public ChainNode {
 
   void finish(std::exception_ptr ep) noexcept override {
     DeviceQueue& q = *q_;
+    end_activity(ep);
     q.note_completed(ep != nullptr);
     if constexpr (is_detached_handler<Handler>) {
       // No handler to run or wait for: the error, if any, is kept before the slot is given back,
@@ -327,6 +372,7 @@ class submit_node final : public ChainNode {
   boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work_;
   Handler h_;
   std::uint64_t epoch_;
+  std::uint64_t activity_ = 0;  // the id profiler hooks were given at launch; 0: none
   bool in_epoch_ = true;
   std::optional<std::uint64_t> peer_epoch_;  // the other device's, for a copy between two devices
 };
@@ -369,7 +415,7 @@ inline void admit(const std::shared_ptr<DeviceQueue>& q, ChainNode* node, bool r
     if (!q->throttle().async_acquire(pending_push{q.get(), node}) && !reports) throw q->shut_down_error();
     return;
   }
-  if (!q->throttle().acquire()) {
+  if (!q->throttle().acquire(q->name())) {
     if (reports) return node->refuse(refusal_of(*q));
     node->discard();
     throw q->shut_down_error();  // `q` is the caller's reference: alive without the node's

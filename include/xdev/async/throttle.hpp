@@ -5,6 +5,7 @@
 #include <xdev/core/detail/spin_mutex.hpp>
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/core/tools.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -47,7 +49,7 @@ class Throttle {
 
   /// Blocks the calling thread until a slot is held. Returns false, holding nothing, once the
   /// throttle is closed.
-  [[nodiscard]] bool acquire() {
+  [[nodiscard]] bool acquire(std::string_view device = {}) {
     if (try_take_fast()) return true;
     std::unique_lock lk(m_);
     freeze_locked();
@@ -61,6 +63,7 @@ class Throttle {
     waiters_.push_back({true, &me, [&me] { me.grant(); }});
     settle_locked();
     lk.unlock();
+    tools::detail::scoped_activity span(tools::Category::throttle_wait, "throttle_wait", device);
     me.wait();
     return true;
   }

@@ -4,6 +4,7 @@
 
 #include <xdev/backend/concepts.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/core/tools.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -76,21 +77,29 @@ class DeviceAllocator {
     stats_.peak_bytes_in_use = std::max(stats_.peak_bytes_in_use, stats_.bytes_in_use);
     ++stats_.allocation_count;
     ++stats_.total_allocations;
+    const std::size_t in_use = stats_.bytes_in_use;
+    lk.unlock();  // listeners run outside the lock (one may allocate)
+    tools::detail::instant(tools::Category::allocation, "allocate", name_, bytes, in_use);
     return h;
   }
 
   /// Returns a block obtained from `allocate(bytes)` to the cache.
   void deallocate(handle_type h, std::size_t bytes) noexcept {
     if (bytes == 0) return;
-    std::lock_guard lk(m_);
-    stats_.bytes_in_use -= bytes;
-    --stats_.allocation_count;
-    try {
-      cache_.emplace(bytes, h);
-    } catch (...) {  // no room to remember it: give it straight back
-      stats_.bytes_reserved -= bytes;
-      backend_->deallocate(ordinal_, h, bytes);
+    std::size_t in_use = 0;
+    {
+      std::lock_guard lk(m_);
+      stats_.bytes_in_use -= bytes;
+      in_use = stats_.bytes_in_use;
+      --stats_.allocation_count;
+      try {
+        cache_.emplace(bytes, h);
+      } catch (...) {  // no room to remember it: give it straight back
+        stats_.bytes_reserved -= bytes;
+        backend_->deallocate(ordinal_, h, bytes);
+      }
     }
+    tools::detail::instant(tools::Category::free, "free", name_, bytes, in_use);
   }
 
   /// Gives every cached block back to the backend.

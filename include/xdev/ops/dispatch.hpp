@@ -176,35 +176,49 @@ void launch(const D& dev, const Args& args, Completion done) {
   op_launcher<D>::launch(dev, args, std::move(done));
 }
 
+// What profiler hooks are told about the op of `args` (its name and element type).
+template <class Args>
+xdev::detail::activity_tag op_activity(const Args& args) noexcept {
+  xdev::detail::activity_tag t{tools::Category::op, op_traits<Args>::name(args), nullptr, 0};
+  if constexpr (op_info<Args>::known) t.dtype = name_of(op_info<Args>::dtype).data();
+  return t;
+}
+
 // Submits an op without a result on `s`: `launch_op(device, args)` once it reaches the device.
 template <class S, class Args, class Token>
 auto submit_op(const S& s, const Args& args, Token&& token) {
-  return s.template submit<void>(nullptr, xdev::detail::queue_ordered([dev = s.device(), args](Completion done) {
-                                   launch(dev, args, std::move(done));
-                                 }),
-                                 std::forward<Token>(token));
+  return s.template submit<void>(
+      nullptr,
+      xdev::detail::queue_ordered([dev = s.device(), args](Completion done) { launch(dev, args, std::move(done)); },
+                                  op_activity(args)),
+      std::forward<Token>(token));
 }
 
 // Submits an op producing a `T` through `args.result` (`sum`, `dot`).
 template <class T, class S, class Args, class Token>
 auto submit_op_with_result(const S& s, const Args& args, Token&& token) {
   auto slot = std::make_shared<xdev::detail::result_slot<T>>();
-  return s.template submit<T>(
-      slot, xdev::detail::queue_ordered([dev = s.device(), args = Args(args), slot](Completion done) mutable {
-        args.result = &slot->value.emplace();
-        launch(dev, args, std::move(done));
-      }),
-      std::forward<Token>(token));
+  return s.template submit<T>(slot,
+                              xdev::detail::queue_ordered(
+                                  [dev = s.device(), args = Args(args), slot](Completion done) mutable {
+                                    args.result = &slot->value.emplace();
+                                    launch(dev, args, std::move(done));
+                                  },
+                                  op_activity(args)),
+                              std::forward<Token>(token));
 }
 
 // Submits the op of `args` on `s` to run through the CPU fallback, whatever the backend has: for
 // element types that no backend member takes (the ops' members take f32 and f64).
 template <class S, class Args, class Token>
 auto submit_fallback(const S& s, const Args& args, Token&& token) {
-  return s.template submit<void>(nullptr, xdev::detail::queue_ordered([dev = s.device(), args](Completion done) {
-                                   op_launcher<std::decay_t<decltype(dev)>>::launch_fallback(dev, args,
-                                                                                             std::move(done));
-                                 }),
+  return s.template submit<void>(nullptr,
+                                 xdev::detail::queue_ordered(
+                                     [dev = s.device(), args](Completion done) {
+                                       op_launcher<std::decay_t<decltype(dev)>>::launch_fallback(dev, args,
+                                                                                                 std::move(done));
+                                     },
+                                     op_activity(args)),
                                  std::forward<Token>(token));
 }
 

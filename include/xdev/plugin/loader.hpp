@@ -16,6 +16,7 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/core/error.hpp>
+#include <xdev/core/tools.hpp>
 #include <xdev/plugin/detail/loader_identity.hpp>
 #include <xdev/plugin/detail/loader_inspect.hpp>
 #include <xdev/plugin/detail/loader_state.hpp>
@@ -164,35 +165,10 @@ inline void initialize_once(LoadSlot& slot, const xdev_plugin_api& api, const st
   slot.image_initialized = true;
 }
 
-/// Loads (or finds already loaded) the plugin file `path` (absolute, inspected as exporting
-/// XDEV_PLUGIN_ENTRY_NAME), validates its table, asks `veto`, then initializes it once.
-/// Every dlopen and dlclose of the file happens under its slot's lock. `name` receives the table's
-/// name as soon as the table passed its checks (so a caller knows whose `initialize` failed).
-/// Before the dynamic loader sees the file, it is opened once and that descriptor checked
-/// (`untrusted_reason`; refused with `errc::permission_denied` unless the policy allows insecure
-/// plugins) and its identity read and held against the policy's allowlist; the dynamic loader
-/// then opens the same descriptor, so the file checked is the file loaded.
-/// \throws xdev::error naming the path and the reason (see `load`).
-inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std::string& name,
-                        const LoadPolicy& policy) {
-  std::error_code ec;
-  const auto canonical = std::filesystem::canonical(path, ec);
-  if (ec) throw error(errc::not_found, cannot_load(path) + ": " + ec.message());
-  const auto slot = slot_for(canonical);
-
-  Acquired result;
-  std::shared_ptr<Library> alive;  // released after the lock: it may be the last reference
-  std::lock_guard lock(slot->mutex);
-  alive = slot->library.lock();
-  if (alive) {
-    policy.check(alive->identity(), cannot_load(path));  // loaded before, perhaps under another policy
-    name = result.name = alive->name();
-    result.vetoed = veto ? veto(alive->api()) : std::string();
-    if (result.vetoed.empty()) result.library = alive;
-    return result;
-  }
-  if (slot->image_initialized && !image_resident(canonical)) slot->image_initialized = false;
-
+// `acquire`'s load of a plugin not loaded yet (under the slot's lock).
+inline void load_into(Acquired& result, const std::shared_ptr<LoadSlot>& slot, const std::filesystem::path& path,
+                      const std::filesystem::path& canonical, const Veto& veto, std::string& name,
+                      const LoadPolicy& policy) {
   const bool keep_mapped = plugin_unloading_disabled();
   PluginFile file = open_plugin_file(canonical, cannot_load(path));
   if (const std::string why = untrusted_reason(file, canonical); !why.empty()) {
@@ -249,7 +225,7 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
 
   name = result.name = api->name;
   result.vetoed = veto ? veto(*api) : std::string();
-  if (!result.vetoed.empty()) return result;  // unloaded here, never initialized
+  if (!result.vetoed.empty()) return;  // unloaded here, never initialized
 
   initialize_once(*slot, *api, path);
   result.library = LibraryAccess::make(path, std::move(identity), slot, std::move(file), std::move(library), api);
@@ -258,6 +234,46 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
     auto& state = loader_state();
     std::lock_guard forever_lock(state.forever_mutex);
     state.forever.push_back(result.library);
+  }
+}
+
+/// Loads (or finds already loaded) the plugin file `path` (absolute, inspected as exporting
+/// XDEV_PLUGIN_ENTRY_NAME), validates its table, asks `veto`, then initializes it once.
+/// Every dlopen and dlclose of the file happens under its slot's lock. `name` receives the table's
+/// name as soon as the table passed its checks (so a caller knows whose `initialize` failed).
+/// Before the dynamic loader sees the file, it is opened once and that descriptor checked
+/// (`untrusted_reason`; refused with `errc::permission_denied` unless the policy allows insecure
+/// plugins) and its identity read and held against the policy's allowlist; the dynamic loader
+/// then opens the same descriptor, so the file checked is the file loaded.
+/// \throws xdev::error naming the path and the reason (see `load`).
+inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std::string& name,
+                        const LoadPolicy& policy) {
+  std::error_code ec;
+  const auto canonical = std::filesystem::canonical(path, ec);
+  if (ec) throw error(errc::not_found, cannot_load(path) + ": " + ec.message());
+  const auto slot = slot_for(canonical);
+
+  Acquired result;
+  std::shared_ptr<Library> alive;  // released after the lock: it may be the last reference
+  std::lock_guard lock(slot->mutex);
+  alive = slot->library.lock();
+  if (alive) {
+    policy.check(alive->identity(), cannot_load(path));  // loaded before, perhaps under another policy
+    name = result.name = alive->name();
+    result.vetoed = veto ? veto(alive->api()) : std::string();
+    if (result.vetoed.empty()) result.library = alive;
+    return result;
+  }
+  if (slot->image_initialized && !image_resident(canonical)) slot->image_initialized = false;
+
+  // Profiler hooks: the load, from the first look at the file to its initialization.
+  const std::string file_name = tools::active() ? canonical.string() : std::string();
+  tools::detail::scoped_activity span(tools::Category::plugin_load, file_name, {});
+  try {
+    load_into(result, slot, path, canonical, veto, name, policy);
+  } catch (...) {
+    span.finish(std::current_exception());
+    throw;
   }
   return result;
 }

@@ -86,6 +86,7 @@
 #include <xdev/core/error.hpp>
 #include <xdev/core/log.hpp>
 #include <xdev/core/shape.hpp>
+#include <xdev/core/tools.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
 #include <xdev/spmd/detail/collective_run.hpp>
@@ -284,9 +285,17 @@ struct collective_initiation {
                  traced + ": started on " + std::to_string(devices) + " devices in " +
                      std::to_string(plan->groups.size()) + " group(s), " + (plan->ring ? "ring" : "direct"));
     }
+    // Profiler hooks: the collective as one activity of the mesh's first device.
+    std::uint64_t activity = 0;
+    if (tools::active()) {
+      activity = tools::detail::next_activity_id();
+      tools::detail::emit_begin(activity_of(activity));
+    }
     CollectiveDriver::Finish finish = [q = error_sink, h = std::forward<Handler>(handler), work = std::move(work),
-                                       traced = std::move(traced)](std::exception_ptr ep) mutable {
+                                       traced = std::move(traced), activity,
+                                       self = *this](std::exception_ptr ep) mutable {
       if (!traced.empty()) log::write(log::Level::debug, "spmd", traced + (ep ? ": failed" : ": completed"));
+      if (activity != 0) tools::detail::emit_end(self.activity_of(activity), ep);
       xdev::detail::deliver(q, std::move(h), std::move(ep));
       work.reset();
     };
@@ -296,6 +305,11 @@ struct collective_initiation {
     xdev::detail::initiating_scope initiating;
     xdev::detail::async_scope never_block;
     run->start(timeout, std::move(finish));
+  }
+
+  [[nodiscard]] tools::Activity activity_of(std::uint64_t id) const noexcept {
+    return tools::Activity{id, tools::Category::collective,      plan->what, error_sink->name(), 0, 0,
+                           {}, std::chrono::steady_clock::now(), 0};
   }
 };
 

@@ -246,6 +246,8 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   OpChain& operator=(const OpChain&) = delete;
 
   [[nodiscard]] bool native() const noexcept { return queue_ != nullptr; }
+  /// The chain's id, unique in the process (what profiler hooks call the stream).
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
   /// The native queue, or null for a host chain.
   [[nodiscard]] NativeQueue* native_queue() const noexcept { return queue_.get(); }
 
@@ -442,6 +444,11 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   }
 
   std::unique_ptr<NativeQueue> queue_;  // null: the host chain
+  const std::uint64_t id_ = next_id();
+  static std::uint64_t next_id() noexcept {
+    static std::atomic<std::uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
   ChainNode* next_start_ = nullptr;
   std::size_t held_back_ = 0;
   bool starting_ = false;

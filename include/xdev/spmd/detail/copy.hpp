@@ -9,6 +9,7 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/core/tools.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -123,11 +124,18 @@ inline void start_copies(std::vector<CopyRegion> regions, Completion done) {
 /// copy after the work that produced the sources on other devices.
 template <class Token = const use_future_t&>
 auto submit_copies(const AnyDevice& queue_device, std::vector<CopyRegion> regions, Token&& token = use_future) {
+  std::uint64_t bytes = 0;
+  for (const auto& r : regions) bytes += r.bytes;
   auto launch = [regions = std::move(regions)](Completion done) mutable {
     start_copies(std::move(regions), std::move(done));
   };
-  return xdev::detail::submit<void>(queue_device.queue(), queue_device.queue()->default_chain(), nullptr,
-                                    std::move(launch), std::forward<Token>(token));
+  // Host-ordered (`false`): the regions may use other devices' queues.
+  return xdev::detail::submit<void>(
+      queue_device.queue(), queue_device.queue()->default_chain(), nullptr,
+      xdev::detail::queue_ordered(
+          std::move(launch), false, nullptr,
+          xdev::detail::activity_tag{tools::Category::transfer, "copy_regions", nullptr, bytes}),
+      std::forward<Token>(token));
 }
 
 }  // namespace xdev::spmd::detail
