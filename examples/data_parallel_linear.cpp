@@ -1,7 +1,7 @@
 // The demo: data-parallel training of a linear model (128 inputs -> 10 outputs, MSE loss, SGD,
 // fixed seed) over every device of a mesh, with nothing in the program naming a backend.
 //
-//   data_parallel_linear [--steps N] [--devices N] [--quiet]
+//   data_parallel_linear [--steps N] [--devices N] [--quiet] [--trace FILE.json]
 //
 // The mesh is every device of the selected backend (XDEV_DEVICE; HOST by default, with 4 host
 // devices unless XDEV_HOST_DEVICES says otherwise), or its first --devices N. Each step:
@@ -12,6 +12,9 @@
 //   5. every device applies the same SGD update to its own copy of the parameters.
 // At the end it prints every device's parameter mean (identical across devices) and exits with
 // status 1 unless the loss fell to a tenth of its first value and the means agree exactly.
+// --trace FILE.json records what every device did (xdev::trace) and says where the file went:
+// open it in ui.perfetto.dev (docs/observability.md walks through one step). Across processes
+// every rank writes its own file, FILE.rank<N>.json.
 //
 // Across processes (when built with the MPI component, XDEV_DEMO_WITH_MPI, and launched by
 // mpirun or torchrun: OMPI_COMM_WORLD_SIZE, PMI_SIZE or WORLD_SIZE > 1):
@@ -24,6 +27,7 @@
 // prints the steps, every rank its devices' parameter means (named by global id, "rank 1 /
 // HOST:0"), and every rank exits with status 1 unless the loss fell and the means are identical
 // on every device of every rank. Host devices per process: XDEV_HOST_DEVICES, else 4 / processes.
+#include <xdev/core/trace.hpp>
 #include <xdev/spmd/spmd.hpp>
 #ifdef XDEV_DEMO_WITH_MPI
 #include <xdev/distributed/global_mesh.hpp>
@@ -68,6 +72,7 @@ struct Options {
   int steps = 40;
   std::size_t devices = 0;  // 0: all
   bool quiet = false;
+  std::string trace;  // empty: no trace
 };
 
 Options parse(int argc, char** argv) {
@@ -88,8 +93,12 @@ Options parse(int argc, char** argv) {
       o.devices = static_cast<std::size_t>(value());
     else if (arg == "--quiet")
       o.quiet = true;
-    else
-      throw std::invalid_argument("unknown argument " + arg + " (accepted: --steps N, --devices N, --quiet)");
+    else if (arg == "--trace") {
+      if (i + 1 >= argc || argv[i + 1][0] == '\0') throw std::invalid_argument("--trace needs a file name");
+      o.trace = argv[++i];
+    } else
+      throw std::invalid_argument("unknown argument " + arg +
+                                  " (accepted: --steps N, --devices N, --quiet, --trace FILE.json)");
   }
   return o;
 }
@@ -256,6 +265,20 @@ int train(const Options& opt, [[maybe_unused]] dist::Session* session) {
 
 }  // namespace
 
+// `train`, recorded into --trace's file when given (one file per rank across processes).
+static int traced(const Options& opt, [[maybe_unused]] dist::Session* session) {
+  if (opt.trace.empty()) return train(opt, session);
+  std::string file = opt.trace;
+#ifdef XDEV_DEMO_WITH_MPI
+  if (session != nullptr) file = xdev::trace::path_for_rank(file, session->rank());
+#endif
+  xdev::trace::start(file);
+  const int status = train(opt, session);
+  if (const auto written = xdev::trace::stop())
+    std::cout << "trace written to " << *written << " (open it in https://ui.perfetto.dev)\n";
+  return status;
+}
+
 int main(int argc, char** argv) try {
   const Options opt = parse(argc, argv);
 #ifdef XDEV_DEMO_WITH_MPI
@@ -266,7 +289,7 @@ int main(int argc, char** argv) try {
     ::setenv("XDEV_HOST_DEVICES", std::to_string(per).c_str(), /*overwrite=*/0);
     int status = 2;
     try {
-      status = train(opt, &session);
+      status = traced(opt, &session);
     } catch (const std::exception& e) {
       // Report, then end the whole job: the other processes would wait for this one.
       std::cerr << "data_parallel_linear: rank " << session.rank() << ": " << e.what() << std::endl;
@@ -276,7 +299,7 @@ int main(int argc, char** argv) try {
   }
 #endif
   ::setenv("XDEV_HOST_DEVICES", "4", /*overwrite=*/0);  // the default mesh: 4 host devices
-  return train(opt, nullptr);
+  return traced(opt, nullptr);
 } catch (const std::exception& e) {
   std::cerr << "data_parallel_linear: " << e.what() << '\n';
   return 2;

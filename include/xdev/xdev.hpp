@@ -28,6 +28,8 @@
 #include <xdev/core/metrics.hpp>
 #include <xdev/core/op_kind.hpp>
 #include <xdev/core/shape.hpp>
+#include <xdev/core/tools.hpp>
+#include <xdev/core/trace.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/device_range.hpp>
 #include <xdev/device/runtime.hpp>

@@ -22,6 +22,7 @@
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/log.hpp>
+#include <xdev/core/trace.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/plugin/loader.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
@@ -110,7 +111,8 @@ class Registry {
   /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_LOG_LEVEL`.
   explicit Registry(plugin::SearchPath path, plugin::LoadOptions load = {})
       : path_(std::move(path)), load_(std::move(load)) {
-    (void)log::level();  // a malformed XDEV_LOG_LEVEL is an error here, not silence later
+    (void)log::level();               // a malformed XDEV_LOG_LEVEL is an error here, not silence later
+    trace::start_from_environment();  // XDEV_TRACE, once per process
     add_locked("HOST", host_factory(), /*replace=*/false);
   }
   /// A registry searching the process's plugin search path (`plugin::search_path()`).

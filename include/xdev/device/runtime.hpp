@@ -5,6 +5,7 @@
 #include <xdev/async/device_queue.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/log.hpp>
+#include <xdev/core/trace.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/device_range.hpp>
 #include <xdev/memory/allocator.hpp>
@@ -67,7 +68,8 @@ class Runtime {
   template <class... Args>
   explicit Runtime(RuntimeOptions options = {}, Args&&... backend_args)
       : backend_(std::forward<Args>(backend_args)...) {
-    (void)log::level();  // a malformed XDEV_LOG_LEVEL is an error here, not silence later
+    (void)log::level();               // a malformed XDEV_LOG_LEVEL is an error here, not silence later
+    trace::start_from_environment();  // XDEV_TRACE, once per process
     const CapabilitySet caps = detail::backend_capabilities(backend_);
     const std::size_t inflight = resolve_max_inflight(options, caps);
     std::optional<std::size_t> limit = options.memory_limit;

@@ -1,0 +1,513 @@
+/// \file
+/// A device timeline in a file: `XDEV_TRACE=path.json`, or `xdev::trace::start(path)` and
+/// `stop()`, write a Trace Event Format file that Perfetto (ui.perfetto.dev) and chrome://tracing
+/// open. The writer is a profiler-hook listener (<xdev/core/tools.hpp>): it buffers what each
+/// thread sees and writes the file once, at `stop()` or when the process exits normally, to a
+/// temporary name first and then renamed, so a reader never finds a truncated trace.
+/// docs/observability.md shows how to read one.
+#pragma once
+
+#include <xdev/core/detail/spin_mutex.hpp>
+#include <xdev/core/env.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/core/log.hpp>
+#include <xdev/core/tools.hpp>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace xdev::trace {
+
+namespace detail {
+
+// One callback as the writer keeps it.
+struct Record {
+  char phase;  // 'B' begin, 'E' end, 'I' instant
+  tools::Category category;
+  std::uint64_t id;
+  std::string name, device, dtype, error;
+  std::uint64_t stream, bytes, in_use;
+  std::uint64_t thread;  // the calling thread's number in this process (1, 2, ...)
+  std::chrono::steady_clock::time_point time;
+};
+
+// What one thread recorded. Its own lock is uncontended but for `write`.
+struct ThreadBuffer {
+  xdev::detail::SpinMutex m;
+  std::vector<Record> records;
+};
+
+inline std::uint64_t thread_number() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local const std::uint64_t n = next.fetch_add(1, std::memory_order_relaxed);
+  return n;
+}
+
+// JSON text of `s` between quotes.
+inline void append_string(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
+
+inline void append_number(std::string& out, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  out += buf;
+}
+
+// Builds the Trace Event Format document from the records of one traced run.
+class Document {
+ public:
+  Document(std::chrono::steady_clock::time_point origin, std::chrono::steady_clock::time_point stopped)
+      : origin_(origin), stopped_(stopped) {}
+
+  std::string build(std::vector<Record> records) {
+    std::stable_sort(records.begin(), records.end(), [](const Record& a, const Record& b) { return a.time < b.time; });
+    std::map<std::uint64_t, const Record*> open;  // begun, not yet ended: by id
+    std::vector<Span> spans;
+    for (const Record& r : records) {
+      if (r.phase == 'B') {
+        open.emplace(r.id, &r);
+      } else if (r.phase == 'E') {
+        const auto it = open.find(r.id);
+        if (it == open.end()) continue;  // begun before the trace started
+        spans.push_back({it->second, r.time, r.error, false});
+        open.erase(it);
+      } else {
+        instant(r);
+      }
+    }
+    for (const auto& [id, r] : open) spans.push_back({r, stopped_, {}, true});  // still running at stop
+    std::stable_sort(spans.begin(), spans.end(),
+                     [](const Span& a, const Span& b) { return a.begin->time < b.begin->time; });
+    for (const Span& s : spans) place(s);
+    in_flight_counters(spans);
+
+    std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    bool first = true;
+    for (const std::string& e : events_) {
+      if (!first) out += ",\n";
+      out += e;
+      first = false;
+    }
+    out += "\n]}\n";
+    return out;
+  }
+
+ private:
+  struct Span {
+    const Record* begin;
+    std::chrono::steady_clock::time_point end;
+    std::string error;
+    bool unfinished;
+  };
+  static constexpr int host_pid = 1;
+
+  [[nodiscard]] double us(std::chrono::steady_clock::time_point t) const {
+    return std::chrono::duration<double, std::micro>(t - origin_).count();
+  }
+
+  // The process track of a device ("HOST:0"), named at first use; the host's threads are pid 1.
+  int pid_of(const std::string& device) {
+    if (device.empty()) return host_pid;
+    auto [it, fresh] = pids_.emplace(device, static_cast<int>(pids_.size()) + 2);
+    if (fresh) metadata(it->second, 0, "process_name", device);
+    return it->second;
+  }
+
+  void metadata(int pid, std::uint64_t tid, const char* what, std::string_view name) {
+    std::string e = "{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
+                    ",\"ts\":0,\"name\":\"" + what + "\",\"args\":{\"name\":";
+    append_string(e, name);
+    e += "}}";
+    events_.push_back(std::move(e));
+  }
+
+  void name_thread(int pid, std::uint64_t tid, const std::string& name) {
+    if (named_.emplace(pid, tid).second) metadata(pid, tid, "thread_name", name);
+  }
+
+  void complete(int pid, std::uint64_t tid, const Record& r, double ts, double dur, const Span& s, double handed) {
+    std::string e = "{\"ph\":\"X\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":";
+    append_number(e, ts);
+    e += ",\"dur\":";
+    append_number(e, std::max(dur, 0.0));
+    e += ",\"cat\":";
+    append_string(e, tools::name_of(r.category));
+    e += ",\"name\":";
+    append_string(e, r.name);
+    e += ",\"args\":{\"device\":";
+    append_string(e, r.device);
+    if (r.stream != 0) e += ",\"stream\":" + std::to_string(r.stream);
+    if (r.bytes != 0) e += ",\"bytes\":" + std::to_string(r.bytes);
+    if (!r.dtype.empty()) {
+      e += ",\"dtype\":";
+      append_string(e, r.dtype);
+    }
+    if (handed >= 0 && handed < ts) {
+      e += ",\"handed_over_us\":";
+      append_number(e, handed);
+    }
+    if (!s.error.empty()) {
+      e += ",\"error\":";
+      append_string(e, s.error);
+    }
+    if (s.unfinished) e += ",\"unfinished\":true";
+    e += "}}";
+    events_.push_back(std::move(e));
+    if (!s.error.empty()) {
+      std::string i =
+          "{\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":";
+      append_number(i, ts + std::max(dur, 0.0));
+      i += ",\"cat\":\"error\",\"name\":";
+      append_string(i, "error: " + r.name);
+      i += ",\"args\":{\"error\":";
+      append_string(i, s.error);
+      i += "}}";
+      events_.push_back(std::move(i));
+    }
+  }
+
+  void place(const Span& s) {
+    const Record& r = *s.begin;
+    const double begin = us(r.time);
+    const double end = us(s.end);
+    switch (r.category) {
+      case tools::Category::op:
+      case tools::Category::transfer:
+      case tools::Category::host_task: {
+        // One track per stream. An in-order queue runs an operation no earlier than the end of
+        // the one before it, so its slice starts then if it was handed over earlier.
+        const int pid = pid_of(r.device);
+        name_thread(pid, r.stream, "stream " + std::to_string(r.stream));
+        double& last = stream_end_[{pid, r.stream}];
+        const double ts = std::max(begin, last);
+        const double stop = std::max(end, ts);
+        last = stop;
+        complete(pid, r.stream, r, ts, stop - ts, s, begin);
+        break;
+      }
+      case tools::Category::collective: {
+        // Collectives of a mesh may overlap: each goes on the first lane free at its start.
+        const int pid = pid_of(r.device);
+        auto& lanes = collective_lanes_[pid];
+        std::size_t lane = 0;
+        while (lane < lanes.size() && lanes[lane] > begin) ++lane;
+        if (lane == lanes.size()) lanes.push_back(0);
+        lanes[lane] = end;
+        const std::uint64_t tid = collective_tid + lane;
+        name_thread(pid, tid, lane == 0 ? std::string("collectives") : "collectives " + std::to_string(lane + 1));
+        complete(pid, tid, r, begin, end - begin, s, -1);
+        break;
+      }
+      default: {  // a host thread waiting or loading: spans on one thread nest by construction
+        if (!host_named_) metadata(host_pid, 0, "process_name", "host threads");
+        host_named_ = true;
+        name_thread(host_pid, r.thread, "thread " + std::to_string(r.thread));
+        complete(host_pid, r.thread, r, begin, end - begin, s, -1);
+      }
+    }
+  }
+
+  void counter(int pid, const char* name, const char* key, double ts, std::uint64_t value) {
+    std::string e = "{\"ph\":\"C\",\"pid\":" + std::to_string(pid) + ",\"tid\":0,\"ts\":";
+    append_number(e, ts);
+    e += ",\"name\":\"";
+    e += name;
+    e += "\",\"args\":{\"";
+    e += key;
+    e += "\":" + std::to_string(value) + "}}";
+    events_.push_back(std::move(e));
+  }
+
+  void instant(const Record& r) {
+    if (r.category == tools::Category::allocation || r.category == tools::Category::free)
+      counter(pid_of(r.device), "bytes in use", "bytes", us(r.time), r.in_use);
+  }
+
+  // Operations in flight per device, from the begin and end of each operation.
+  void in_flight_counters(const std::vector<Span>& spans) {
+    std::map<int, std::vector<std::pair<double, int>>> steps;
+    for (const Span& s : spans) {
+      const auto c = s.begin->category;
+      if (c != tools::Category::op && c != tools::Category::transfer && c != tools::Category::host_task) continue;
+      auto& v = steps[pid_of(s.begin->device)];
+      v.emplace_back(us(s.begin->time), +1);
+      v.emplace_back(us(s.end), -1);
+    }
+    for (auto& [pid, v] : steps) {
+      std::stable_sort(v.begin(), v.end());
+      std::int64_t n = 0;
+      for (const auto& [ts, d] : v) {
+        n += d;
+        counter(pid, "operations in flight", "operations", ts,
+                static_cast<std::uint64_t>(std::max<std::int64_t>(n, 0)));
+      }
+    }
+  }
+
+  static constexpr std::uint64_t collective_tid = 1'000'000'000;
+  std::chrono::steady_clock::time_point origin_, stopped_;
+  std::vector<std::string> events_;
+  std::map<std::string, int> pids_;
+  std::map<std::pair<int, std::uint64_t>, double> stream_end_;
+  std::map<int, std::vector<double>> collective_lanes_;
+  std::set<std::pair<int, std::uint64_t>> named_;  // tracks named so far
+  bool host_named_ = false;
+};
+
+// The listener that records a traced run.
+class Writer final : public tools::Listener {
+ public:
+  explicit Writer(std::string path)
+      : path_(std::move(path)), origin_(std::chrono::steady_clock::now()), generation_(next_generation()) {}
+
+  void begin(const tools::Activity& a) override { add('B', a, {}); }
+  void end(const tools::Activity& a, const std::exception_ptr& error) override {
+    std::string what;
+    if (error) {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+        what = "an exception that is not a std::exception";
+      }
+    }
+    add('E', a, std::move(what));
+  }
+  void instant(const tools::Activity& a) override { add('I', a, {}); }
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+  /// Whether the file can be written, before anything is recorded: the temporary is created and
+  /// removed again.
+  /// \throws xdev::error `errc::invalid_argument` naming the file and the reason.
+  void probe() const {
+    const std::string temp = temp_path();
+    std::FILE* f = std::fopen(temp.c_str(), "wb");
+    if (f == nullptr)
+      throw error(errc::invalid_argument, "xdev trace: cannot write " + path_ + ": " + std::strerror(errno));
+    std::fclose(f);
+    std::remove(temp.c_str());
+  }
+
+  /// Writes the file: to `path.tmp.<pid>`, then renamed over `path`.
+  /// \throws xdev::error naming the file and the reason when it cannot be written.
+  void write() {
+    std::vector<Record> all;
+    {
+      std::lock_guard lk(m_);
+      for (const auto& b : buffers_) {
+        std::lock_guard blk(b->m);
+        all.insert(all.end(), std::make_move_iterator(b->records.begin()), std::make_move_iterator(b->records.end()));
+        b->records.clear();
+      }
+    }
+    const std::string text = Document(origin_, std::chrono::steady_clock::now()).build(std::move(all));
+    const std::string temp = temp_path();
+    std::FILE* f = std::fopen(temp.c_str(), "wb");
+    if (f == nullptr) fail("cannot create " + temp);
+    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    const int saved = errno;
+    if (std::fclose(f) != 0 || !written) {
+      std::remove(temp.c_str());
+      errno = written ? errno : saved;
+      fail("cannot write " + temp);
+    }
+    if (std::rename(temp.c_str(), path_.c_str()) != 0) {
+      const int e = errno;
+      std::remove(temp.c_str());
+      errno = e;
+      fail("cannot rename " + temp + " to " + path_);
+    }
+  }
+
+ private:
+  [[nodiscard]] std::string temp_path() const { return path_ + ".tmp." + std::to_string(::getpid()); }
+
+  [[noreturn]] static void fail(const std::string& what) {
+    throw error(errc::unavailable, "xdev trace: " + what + ": " + std::strerror(errno));
+  }
+
+  static std::uint64_t next_generation() noexcept {
+    static std::atomic<std::uint64_t> g{1};
+    return g.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // The calling thread's buffer for this writer (registered at its first record).
+  ThreadBuffer& buffer() {
+    struct Cached {
+      std::uint64_t generation = 0;
+      ThreadBuffer* buffer = nullptr;
+    };
+    thread_local Cached cached;
+    if (cached.generation != generation_) {
+      auto b = std::make_shared<ThreadBuffer>();
+      std::lock_guard lk(m_);
+      buffers_.push_back(b);
+      cached = {generation_, b.get()};
+    }
+    return *cached.buffer;
+  }
+
+  void add(char phase, const tools::Activity& a, std::string error) {
+    Record r{phase,
+             a.category,
+             a.id,
+             std::string(a.name),
+             std::string(a.device),
+             std::string(a.dtype),
+             std::move(error),
+             a.stream,
+             a.bytes,
+             a.in_use,
+             thread_number(),
+             a.time};
+    ThreadBuffer& b = buffer();
+    std::lock_guard lk(b.m);
+    b.records.push_back(std::move(r));
+  }
+
+  std::string path_;
+  std::chrono::steady_clock::time_point origin_;
+  std::uint64_t generation_;
+  std::mutex m_;
+  std::vector<std::shared_ptr<ThreadBuffer>> buffers_;  // under m_
+};
+
+// The trace in progress, if any; written at exit when still running.
+struct State {
+  std::mutex m;
+  std::shared_ptr<Writer> writer;
+  tools::Subscription subscription;
+
+  static State& get() {
+    static State s;
+    return s;
+  }
+  ~State() {
+    std::lock_guard lk(m);
+    if (!writer) return;
+    subscription.reset();
+    try {
+      writer->write();
+      log::write(log::Level::info, "trace", "trace written to " + writer->path());
+    } catch (const std::exception& e) {
+      log::write(log::Level::error, "trace", e.what());
+    }
+  }
+};
+
+}  // namespace detail
+
+/// Starts recording a trace that `stop()` (or the process's normal exit) writes to `path`.
+/// \throws xdev::error `errc::invalid_argument` for an empty path or one that cannot be written
+///         (a missing directory, no permission: checked now, naming the file and the reason),
+///         `errc::unavailable` when a trace is already being recorded (naming its file).
+inline void start(const std::string& path) {
+  if (path.empty()) throw error(errc::invalid_argument, "xdev::trace::start: the path is empty");
+  auto& s = detail::State::get();
+  std::lock_guard lk(s.m);
+  if (s.writer)
+    throw error(errc::unavailable, "xdev::trace::start(\"" + path + "\"): a trace to \"" + s.writer->path() +
+                                       "\" is being recorded; stop it first");
+  auto w = std::make_shared<detail::Writer>(path);
+  w->probe();
+  s.subscription = tools::add_listener(w);
+  s.writer = std::move(w);
+}
+
+/// Stops recording and writes the file; returns its path, or `std::nullopt` when no trace was
+/// being recorded. Work still running is written as unfinished at the time of the call.
+/// \throws xdev::error `errc::unavailable` when the file cannot be written (the trace is dropped).
+inline std::optional<std::string> stop() {
+  auto& s = detail::State::get();
+  std::shared_ptr<detail::Writer> w;
+  {
+    std::lock_guard lk(s.m);
+    if (!s.writer) return std::nullopt;
+    s.subscription.reset();
+    w = std::move(s.writer);
+  }
+  w->write();
+  return w->path();
+}
+
+/// The file of the trace being recorded, or `std::nullopt`.
+[[nodiscard]] inline std::optional<std::string> recording() {
+  auto& s = detail::State::get();
+  std::lock_guard lk(s.m);
+  if (!s.writer) return std::nullopt;
+  return s.writer->path();
+}
+
+/// The file of rank `rank` for a trace of several processes: `path` with `.rank<N>` inserted
+/// before its extension ("step.json" -> "step.rank1.json"; "trace" -> "trace.rank1").
+[[nodiscard]] inline std::string path_for_rank(const std::string& path, std::uint64_t rank) {
+  const auto slash = path.find_last_of('/');
+  const auto dot = path.find_last_of('.');
+  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash + 1);
+  const std::string tag = ".rank" + std::to_string(rank);
+  return has_extension ? path.substr(0, dot) + tag + path.substr(dot) : path + tag;
+}
+
+/// Starts the trace `XDEV_TRACE` names, once per process (the first `Runtime` or `Registry` asks).
+/// Nothing when it is unset or a trace is already being recorded.
+/// \throws xdev::error `errc::invalid_argument` quoting the variable when the file cannot be
+///         written (see `start`); every later call tries again, and reports it again.
+inline void start_from_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const auto path = getenv_string("XDEV_TRACE");
+    if (!path || recording()) return;
+    try {
+      start(*path);
+    } catch (const error& e) {
+      throw error(e.condition(), "XDEV_TRACE=\"" + *path + "\": " + e.message());
+    }
+  });
+}
+
+}  // namespace xdev::trace
