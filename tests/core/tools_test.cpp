@@ -8,6 +8,8 @@
 #include <xdev/memory/array.hpp>
 #include <xdev/ops/ops.hpp>
 
+#include "support/manual_backend.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -190,6 +192,21 @@ TEST(Tools, AThrowingListenerDoesNotDisturbTheWork) {
   const auto b = tools::add_listener(recorder);
   EXPECT_EQ(dev.execute([] { return 7; }).get(), 7);
   EXPECT_EQ(recorder->seen().size(), 2u) << "a listener after the throwing one missed its calls";
+}
+
+TEST(Tools, AnOpRunByTheCpuFallbackIsAFallbackInstantInsideTheOp) {
+  xdev::Runtime<xdev_test::ManualBackend> rt({}, 1, xdev_test::ManualBackend::Mode::inline_completion);
+  auto dev = rt.device(0);
+  auto x = xdev::empty<float>(dev, {8});
+  auto recorder = std::make_shared<Recorder>();
+  const auto subscription = tools::add_listener(recorder);
+  xdev::ops::fill(dev, x, 1.0f).get();
+  std::vector<std::string> briefs;
+  for (const auto& s : recorder->seen())
+    if (s.category != tools::Category::allocation) briefs.push_back(s.brief() + " on " + s.device);
+  EXPECT_EQ(briefs,
+            (std::vector<std::string>{"begin op fill f32 on " + dev.name(), "instant fallback fill on " + dev.name(),
+                                      "end op fill f32 on " + dev.name()}));
 }
 
 TEST(Tools, AProducerBlockedForAnInFlightSlotIsAThrottleWait) {

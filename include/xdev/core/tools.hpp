@@ -37,12 +37,14 @@ enum class Category : std::uint8_t {
   allocation,     ///< device memory taken (an instant); `bytes` is its size, `in_use` the total after it
   free,           ///< device memory given back (an instant); `bytes` is its size, `in_use` the total after it
   plugin_load,    ///< a plugin file loaded and initialized; `name` is its canonical path
+  fallback,       ///< an op run by the CPU fallback, not the backend (an instant); `name` is the op
 };
 
 /// The category's name as written in the enumeration ("op", "throttle_wait", ...).
 constexpr const char* name_of(Category c) noexcept {
-  constexpr const char* names[] = {"op",         "transfer", "host_task",  "collective", "synchronize", "throttle_wait",
-                                   "allocation", "free",     "plugin_load"};
+  constexpr const char* names[] = {"op",          "transfer",      "host_task",  "collective",
+                                   "synchronize", "throttle_wait", "allocation", "free",
+                                   "plugin_load", "fallback"};
   const auto i = static_cast<std::size_t>(c);
   return i < std::size(names) ? names[i] : "?";
 }
@@ -81,7 +83,7 @@ class Listener {
     (void)a;
     (void)error;
   }
-  /// Something without a duration happened: an allocation, a free.
+  /// Something without a duration happened: an allocation, a free, a fallback.
   virtual void instant(const Activity& a) { (void)a; }
 };
 
@@ -236,7 +238,7 @@ class scoped_activity {
   Activity a_;
 };
 
-/// An instant (an allocation, a free), when a listener is installed.
+/// An instant (an allocation, a free, a fallback), when a listener is installed.
 inline void instant(Category c, std::string_view name, std::string_view device, std::uint64_t bytes = 0,
                     std::uint64_t in_use = 0) noexcept {
   if (!active()) return;

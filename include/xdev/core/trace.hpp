@@ -262,8 +262,16 @@ class Document {
   }
 
   void instant(const Record& r) {
-    if (r.category == tools::Category::allocation || r.category == tools::Category::free)
+    if (r.category == tools::Category::allocation || r.category == tools::Category::free) {
       counter(pid_of(r.device), "bytes in use", "bytes", us(r.time), r.in_use);
+    } else if (r.category == tools::Category::fallback) {  // on the device's whole process track
+      std::string e = "{\"ph\":\"i\",\"s\":\"p\",\"pid\":" + std::to_string(pid_of(r.device)) + ",\"tid\":0,\"ts\":";
+      append_number(e, us(r.time));
+      e += ",\"cat\":\"fallback\",\"name\":";
+      append_string(e, "fallback: " + r.name);
+      e += "}";
+      events_.push_back(std::move(e));
+    }
   }
 
   // Operations in flight per device, from the begin and end of each operation.

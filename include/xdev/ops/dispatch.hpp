@@ -23,6 +23,7 @@
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/metrics.hpp>
+#include <xdev/core/tools.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/ops/fallback.hpp>
@@ -156,6 +157,7 @@ inline constexpr bool may_refuse = concepts::DeclaresOps<B> ||
 template <class B, class Args>
 void launch_fallback(const Device<B>& dev, const Args& args, Completion done) {
   using traits = op_traits<Args>;
+  if (tools::active()) tools::detail::instant(tools::Category::fallback, traits::name(args), dev.name());
   run_fallback<B>(
       traits::name(args), dev.backend(), dev.ordinal(), traits::operands(args),
       [args](std::vector<std::byte*>& p) { traits::compute(args, p); }, std::move(done));
