@@ -14,6 +14,10 @@
 // completion token): the difference between it and xdev is xdev's submission layer, the difference
 // between it and raw Asio is the host backend's.
 //
+// `plain` (callback_batch only) is `xdev_unbounded` from a copy of xdev built with the profiler
+// hooks compiled out (XDEV_NO_PROFILER_HOOKS; support/submit_plain.cpp, a library of its own):
+// `xdev_unbounded/plain` is what the hooks cost when no listener is installed (goal <= 1.02).
+//
 // The batch benchmarks also count heap allocations (every call of the global `operator new`, on
 // any thread, while a side runs) and report them per operation: `<side>_allocs_per_op`, with the
 // goals of at most one per callback submission and two per future submission in steady state.
@@ -40,6 +44,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -50,6 +55,11 @@
 namespace {
 std::atomic<std::uint64_t> heap_allocations{0};
 }  // namespace
+
+// support/submit_plain.cpp
+extern "C" void* xdev_bench_plain_create();
+extern "C" void xdev_bench_plain_destroy(void* p);
+extern "C" void xdev_bench_plain_callback_batches(void* p, std::int64_t batches, int batch_size);
 
 // Counting replacements of the global allocation functions (the aligned ones are left alone). g++
 // pairs the free() in these with new-expressions it sees and warns, wrongly: they are a matched set.
@@ -190,10 +200,13 @@ void callback_batch(benchmark::State& st) {
       done.wait();
     }
   };
+  const std::unique_ptr<void, void (*)(void*)> plain(xdev_bench_plain_create(), &xdev_bench_plain_destroy);
+  auto plain_batches = [&](std::int64_t n) { xdev_bench_plain_callback_batches(plain.get(), n, batch_size); };
   AllocTally tally;
   xdev_bench::run_interleaved(
       st,
       {{"xdev_unbounded", tally.counted("xdev_unbounded", through_xdev(fx.dev_unbounded), batch_size)},
+       {"plain", tally.counted("plain", plain_batches, batch_size)},
        {"xdev_default", tally.counted("xdev_default", through_xdev(fx.dev_default), batch_size)},
        {"raw_asio", tally.counted("raw_asio", raw_on(fx.raw), batch_size)},
        {"raw_asio_default", tally.counted("raw_asio_default", raw_on(fx.raw_default), batch_size)},
@@ -337,6 +350,8 @@ void add_ratio(const std::string& group, const std::string& subject, const std::
                             .bound = 2});
   }
   // Where the batch cost sits: the host backend alone against raw Asio, xdev's layer over the backend.
+  // What the profiler hooks cost with no listener installed: the same submissions with the hooks compiled out.
+  add_ratio("callback_batch", "xdev_unbounded", "plain", true, "op", 1.02);
   add_ratio("callback_batch", "backend_direct", "raw_asio", false, "op");
   add_ratio("callback_batch", "xdev_unbounded", "backend_direct", false, "op");
   return 0;

@@ -26,6 +26,7 @@
 #include <xdev/core/half.hpp>
 #include <xdev/core/log.hpp>
 #include <xdev/core/metrics.hpp>
+#include <xdev/core/metrics_report.hpp>
 #include <xdev/core/op_kind.hpp>
 #include <xdev/core/shape.hpp>
 #include <xdev/core/tools.hpp>

@@ -1,6 +1,6 @@
-// xdev::metrics: counters, the timers fed by the profiler hooks while collected, and the reports a
+// xdev::metrics (metrics_report.hpp): counters, the timers fed by the profiler hooks while collected, and the reports a
 // person (report) and a script (report_json) read, with each device's memory and execution.
-#include <xdev/core/metrics.hpp>
+#include <xdev/core/metrics_report.hpp>
 
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
@@ -48,7 +48,7 @@ TEST(Metrics, TimersAreFedOnlyWhileCollectedAndTheReportsListThem) {
   xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 2});
   auto dev = rt.device(0);
   auto x = xdev::empty<float>(dev, {64});
-  metrics::reset();
+  metrics::reset_all();
   metrics::collect_timers(true);
   EXPECT_TRUE(metrics::collecting_timers());
   xdev::ops::fill(dev, x, 1.0f).get();
@@ -87,7 +87,7 @@ TEST(Metrics, TimersAreFedOnlyWhileCollectedAndTheReportsListThem) {
   EXPECT_GE(doc.at("devices").at(0).at("execution").at("completed").as_int64(), 6);
   EXPECT_TRUE(doc.at("counters").is_object());
 
-  metrics::reset();
+  metrics::reset_all();
   EXPECT_TRUE(metrics::timer_snapshot().empty());
 }
 

@@ -4,9 +4,9 @@
 
 #include <xdev/async/detail/op_chain.hpp>
 #include <xdev/async/throttle.hpp>
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/metrics.hpp>
-#include <xdev/core/tools.hpp>
 
 #include <atomic>
 #include <chrono>

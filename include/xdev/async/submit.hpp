@@ -7,8 +7,8 @@
 #include <xdev/async/event.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/metrics.hpp>
-#include <xdev/core/tools.hpp>
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>

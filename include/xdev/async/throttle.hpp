@@ -2,10 +2,10 @@
 /// `xdev::Throttle`: the bound on a device's in-flight executions.
 #pragma once
 
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/detail/spin_mutex.hpp>
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/error.hpp>
-#include <xdev/core/tools.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -12,6 +12,8 @@
 /// With no listener installed, a hook costs one relaxed atomic load.
 #pragma once
 
+#include <xdev/core/detail/hooks.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -25,49 +27,6 @@
 #include <vector>
 
 namespace xdev::tools {
-
-/// What an activity is.
-enum class Category : std::uint8_t {
-  op,             ///< an op of `xdev::ops` (`name` is the op: "gemm", "scale", ...; `dtype` its type)
-  transfer,       ///< a copy ("copy_to_device", "copy_to_host", "copy"); `bytes` is its size
-  host_task,      ///< a function run by `execute` ("execute")
-  collective,     ///< an SPMD collective ("all_reduce", ...) over a mesh; `device` is the mesh's first
-  synchronize,    ///< a host thread waiting in `synchronize()` of a device, stream or runtime
-  throttle_wait,  ///< a host thread blocked for an in-flight slot of `device`
-  allocation,     ///< device memory taken (an instant); `bytes` is its size, `in_use` the total after it
-  free,           ///< device memory given back (an instant); `bytes` is its size, `in_use` the total after it
-  plugin_load,    ///< a plugin file loaded and initialized; `name` is its canonical path
-  fallback,       ///< an op run by the CPU fallback, not the backend (an instant); `name` is the op
-};
-
-/// The category's name as written in the enumeration ("op", "throttle_wait", ...).
-constexpr const char* name_of(Category c) noexcept {
-  constexpr const char* names[] = {"op",          "transfer",      "host_task",  "collective",
-                                   "synchronize", "throttle_wait", "allocation", "free",
-                                   "plugin_load", "fallback"};
-  const auto i = static_cast<std::size_t>(c);
-  return i < std::size(names) ? names[i] : "?";
-}
-
-/// One activity as a listener sees it. The views live only as long as the callback.
-struct Activity {
-  /// Unique in the process; `begin` and `end` of one activity carry the same id.
-  std::uint64_t id = 0;
-  Category category = Category::op;
-  std::string_view name;
-  /// The device ("HOST:0", "OPENCL:1"); empty where there is none (a plugin load).
-  std::string_view device;
-  /// The stream's id, unique in the process (0: the work belongs to no single stream).
-  std::uint64_t stream = 0;
-  /// Bytes moved or allocated; 0 where that does not apply.
-  std::uint64_t bytes = 0;
-  /// The element type of an op ("f32", "bf16", ...); empty elsewhere.
-  std::string_view dtype;
-  /// When this callback's moment happened, on the steady clock of the process.
-  std::chrono::steady_clock::time_point time;
-  /// `allocation` and `free`: the device's bytes in use right after it; 0 elsewhere.
-  std::uint64_t in_use = 0;
-};
 
 /// What a profiler implements; every member has an empty default. The callbacks may come from
 /// any thread (the submitting thread, a backend's completion thread, a worker), concurrently, so
@@ -89,9 +48,6 @@ class Listener {
 
 namespace detail {
 
-// How many listeners are installed: the whole cost of a hook when none is.
-inline std::atomic<std::size_t> listener_count{0};
-
 using listener_list = std::vector<std::shared_ptr<Listener>>;
 
 struct hub {
@@ -99,7 +55,6 @@ struct hub {
   std::vector<std::pair<std::uint64_t, std::shared_ptr<Listener>>> entries;          // under m
   std::shared_ptr<const listener_list> current = std::make_shared<listener_list>();  // under m
   std::uint64_t next_handle = 1;                                                     // under m
-  std::atomic<std::uint64_t> next_activity{1};
 
   // Never destroyed: hooks may run from threads and static destructors at exit.
   static hub& get() {
@@ -119,12 +74,8 @@ struct hub {
   }
 };
 
-inline std::uint64_t next_activity_id() noexcept {
-  return hub::get().next_activity.fetch_add(1, std::memory_order_relaxed);
-}
-
-template <class Call>
-void notify(Call&& call) noexcept {
+// What the hooks call (through `dispatcher`): every installed listener, each failure its own.
+inline void dispatch(phase p, const Activity& a, const std::exception_ptr* error) noexcept {
   std::shared_ptr<const listener_list> ls;
   try {
     ls = hub::get().snapshot();
@@ -133,28 +84,18 @@ void notify(Call&& call) noexcept {
   }
   for (const auto& l : *ls) {
     try {
-      call(*l);
+      if (p == phase::begin)
+        l->begin(a);
+      else if (p == phase::end)
+        l->end(a, *error);
+      else
+        l->instant(a);
     } catch (...) {  // a listener's failure is its own
     }
   }
 }
 
-inline void emit_begin(const Activity& a) noexcept {
-  notify([&](Listener& l) { l.begin(a); });
-}
-inline void emit_end(const Activity& a, const std::exception_ptr& error) noexcept {
-  notify([&](Listener& l) { l.end(a, error); });
-}
-inline void emit_instant(const Activity& a) noexcept {
-  notify([&](Listener& l) { l.instant(a); });
-}
-
 }  // namespace detail
-
-/// Whether any listener is installed. Code that would build an expensive name asks first.
-[[nodiscard]] inline bool active() noexcept {
-  return detail::listener_count.load(std::memory_order_relaxed) != 0;
-}
 
 /// Keeps a listener installed while alive (move-only); `reset()` or destruction removes it. A
 /// callback already running on another thread may still finish after removal returns.
@@ -198,6 +139,7 @@ class Subscription {
 /// \throws std::invalid_argument for a null listener.
 [[nodiscard]] inline Subscription add_listener(std::shared_ptr<Listener> listener) {
   if (!listener) throw std::invalid_argument("xdev::tools::add_listener: the listener is null");
+  detail::dispatcher.store(&detail::dispatch, std::memory_order_release);  // before any hook sees a listener
   auto& h = detail::hub::get();
   std::lock_guard lk(h.m);
   const std::uint64_t handle = h.next_handle++;
@@ -210,41 +152,5 @@ class Subscription {
   }
   return Subscription(handle);
 }
-
-namespace detail {
-
-/// A span on the calling thread (a synchronize, a throttle wait, a collective): `begin` at
-/// construction, `end` at destruction or `finish`. Nothing at all when no listener is installed.
-class scoped_activity {
- public:
-  scoped_activity(Category c, std::string_view name, std::string_view device, std::uint64_t stream = 0,
-                  std::uint64_t bytes = 0) noexcept {
-    if (!active()) return;
-    a_ = Activity{next_activity_id(), c, name, device, stream, bytes, {}, std::chrono::steady_clock::now(), 0};
-    emit_begin(a_);
-  }
-  scoped_activity(const scoped_activity&) = delete;
-  scoped_activity& operator=(const scoped_activity&) = delete;
-  ~scoped_activity() { finish(nullptr); }
-
-  void finish(const std::exception_ptr& error) noexcept {
-    if (a_.id == 0) return;
-    a_.time = std::chrono::steady_clock::now();
-    emit_end(a_, error);
-    a_.id = 0;
-  }
-
- private:
-  Activity a_;
-};
-
-/// An instant (an allocation, a free, a fallback), when a listener is installed.
-inline void instant(Category c, std::string_view name, std::string_view device, std::uint64_t bytes = 0,
-                    std::uint64_t in_use = 0) noexcept {
-  if (!active()) return;
-  emit_instant(Activity{next_activity_id(), c, name, device, 0, bytes, {}, std::chrono::steady_clock::now(), in_use});
-}
-
-}  // namespace detail
 
 }  // namespace xdev::tools

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <xdev/core/detail/spin_mutex.hpp>
+#include <xdev/core/detail/trace_hook.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/log.hpp>
@@ -501,7 +502,8 @@ inline std::optional<std::string> stop() {
   return has_extension ? path.substr(0, dot) + tag + path.substr(dot) : path + tag;
 }
 
-/// Starts the trace `XDEV_TRACE` names, once per process (the first `Runtime` or `Registry` asks).
+/// Starts the trace `XDEV_TRACE` names, once per process (the first `Runtime` or `Registry` asks;
+/// a `Runtime` reaches it when this header is part of the program, see core/detail/trace_hook.hpp).
 /// Nothing when it is unset or a trace is already being recorded.
 /// \throws xdev::error `errc::invalid_argument` quoting the variable when the file cannot be
 ///         written (see `start`); every later call tries again, and reports it again.
@@ -517,5 +519,11 @@ inline void start_from_environment() {
     }
   });
 }
+
+namespace detail {
+// Lets every Runtime of the program start XDEV_TRACE's trace (core/detail/trace_hook.hpp).
+inline const bool environment_starter_registered =
+    (environment_starter.store(&start_from_environment, std::memory_order_release), true);
+}  // namespace detail
 
 }  // namespace xdev::trace

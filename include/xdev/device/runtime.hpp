@@ -3,9 +3,9 @@
 #pragma once
 
 #include <xdev/async/device_queue.hpp>
+#include <xdev/core/detail/trace_hook.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/log.hpp>
-#include <xdev/core/trace.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/device_range.hpp>
 #include <xdev/memory/allocator.hpp>
@@ -68,8 +68,8 @@ class Runtime {
   template <class... Args>
   explicit Runtime(RuntimeOptions options = {}, Args&&... backend_args)
       : backend_(std::forward<Args>(backend_args)...) {
-    (void)log::level();               // a malformed XDEV_LOG_LEVEL is an error here, not silence later
-    trace::start_from_environment();  // XDEV_TRACE, once per process
+    (void)log::level();                        // a malformed XDEV_LOG_LEVEL is an error here, not silence later
+    trace::detail::start_environment_trace();  // XDEV_TRACE (see core/detail/trace_hook.hpp)
     const CapabilitySet caps = detail::backend_capabilities(backend_);
     const std::size_t inflight = resolve_max_inflight(options, caps);
     std::optional<std::size_t> limit = options.memory_limit;

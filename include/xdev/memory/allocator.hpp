@@ -3,8 +3,8 @@
 #pragma once
 
 #include <xdev/backend/concepts.hpp>
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/error.hpp>
-#include <xdev/core/tools.hpp>
 
 #include <algorithm>
 #include <cstddef>

@@ -20,10 +20,10 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/metrics.hpp>
-#include <xdev/core/tools.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/ops/fallback.hpp>

@@ -15,8 +15,8 @@
 #pragma once
 
 #include <xdev/plugin/abi.h>
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/error.hpp>
-#include <xdev/core/tools.hpp>
 #include <xdev/plugin/detail/loader_identity.hpp>
 #include <xdev/plugin/detail/loader_inspect.hpp>
 #include <xdev/plugin/detail/loader_state.hpp>

@@ -82,11 +82,11 @@
 #include <xdev/any/any_device.hpp>
 #include <xdev/async/submit.hpp>
 #include <xdev/async/use_future.hpp>
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/log.hpp>
 #include <xdev/core/shape.hpp>
-#include <xdev/core/tools.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
 #include <xdev/spmd/detail/collective_run.hpp>

@@ -8,8 +8,8 @@
 #include <xdev/async/submit.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/error.hpp>
-#include <xdev/core/tools.hpp>
 
 #include <atomic>
 #include <cstddef>
