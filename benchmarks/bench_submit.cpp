@@ -14,9 +14,14 @@
 // completion token): the difference between it and xdev is xdev's submission layer, the difference
 // between it and raw Asio is the host backend's.
 //
-// `plain` (callback_batch only) is `xdev_unbounded` from a copy of xdev built with the profiler
-// hooks compiled out (XDEV_NO_PROFILER_HOOKS; support/submit_plain.cpp, a library of its own):
-// `xdev_unbounded/plain` is what the hooks cost when no listener is installed (goal <= 1.02).
+// `hooks` and `plain` (callback_batch only) are `xdev_unbounded` from two copies of xdev built as
+// libraries of their own (support/submit_side.cpp): with the profiler hooks compiled in (and no
+// listener installed, as in every program that does not trace) and compiled out
+// (XDEV_NO_PROFILER_HOOKS). `hooks/plain` is meant to be what the hooks cost when nobody listens
+// (the goal: <= 1.02), but it is not steady enough to hold to that yet: each copy runs its
+// own worker pool, and whichever side is created and run first measures 15-20 % slower (hooks/plain
+// 1.18-1.20 in one order, 0.82-0.85 with the two swapped, noise +-0.6-2.5 % in both), so it is
+// printed without a goal until both copies can share one executor or the order is balanced.
 //
 // The batch benchmarks also count heap allocations (every call of the global `operator new`, on
 // any thread, while a side runs) and report them per operation: `<side>_allocs_per_op`, with the
@@ -56,7 +61,10 @@ namespace {
 std::atomic<std::uint64_t> heap_allocations{0};
 }  // namespace
 
-// support/submit_plain.cpp
+// support/submit_side.cpp, built twice
+extern "C" void* xdev_bench_hooks_create();
+extern "C" void xdev_bench_hooks_destroy(void* p);
+extern "C" void xdev_bench_hooks_callback_batches(void* p, std::int64_t batches, int batch_size);
 extern "C" void* xdev_bench_plain_create();
 extern "C" void xdev_bench_plain_destroy(void* p);
 extern "C" void xdev_bench_plain_callback_batches(void* p, std::int64_t batches, int batch_size);
@@ -200,12 +208,15 @@ void callback_batch(benchmark::State& st) {
       done.wait();
     }
   };
+  const std::unique_ptr<void, void (*)(void*)> hooks(xdev_bench_hooks_create(), &xdev_bench_hooks_destroy);
   const std::unique_ptr<void, void (*)(void*)> plain(xdev_bench_plain_create(), &xdev_bench_plain_destroy);
+  auto hooks_batches = [&](std::int64_t n) { xdev_bench_hooks_callback_batches(hooks.get(), n, batch_size); };
   auto plain_batches = [&](std::int64_t n) { xdev_bench_plain_callback_batches(plain.get(), n, batch_size); };
   AllocTally tally;
   xdev_bench::run_interleaved(
       st,
       {{"xdev_unbounded", tally.counted("xdev_unbounded", through_xdev(fx.dev_unbounded), batch_size)},
+       {"hooks", tally.counted("hooks", hooks_batches, batch_size)},
        {"plain", tally.counted("plain", plain_batches, batch_size)},
        {"xdev_default", tally.counted("xdev_default", through_xdev(fx.dev_default), batch_size)},
        {"raw_asio", tally.counted("raw_asio", raw_on(fx.raw), batch_size)},
@@ -351,7 +362,7 @@ void add_ratio(const std::string& group, const std::string& subject, const std::
   }
   // Where the batch cost sits: the host backend alone against raw Asio, xdev's layer over the backend.
   // What the profiler hooks cost with no listener installed: the same submissions with the hooks compiled out.
-  add_ratio("callback_batch", "xdev_unbounded", "plain", true, "op", 1.02);
+  add_ratio("callback_batch", "hooks", "plain", false, "op");
   add_ratio("callback_batch", "backend_direct", "raw_asio", false, "op");
   add_ratio("callback_batch", "xdev_unbounded", "backend_direct", false, "op");
   return 0;
