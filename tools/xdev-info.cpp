@@ -14,6 +14,7 @@
 // 2 bad command line.
 #include <xdev/plugin/abi.h>
 #include <xdev/any/registry.hpp>
+#include <xdev/core/detail/json.hpp>
 #include <xdev/version.hpp>
 
 #include <cstdio>
@@ -44,20 +45,7 @@ std::string bytes(std::size_t b) {
 
 // A JSON string literal of `s`.
 std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + '"';
+  return xdev::detail::json_string(s);
 }
 
 template <class T>
@@ -212,10 +200,11 @@ int print_json(const std::vector<std::string>& requested) {
 }
 
 int usage(const char* argv0, int status) {
-  (status == 0 ? std::cout : std::cerr) << "usage: " << argv0 << " [--backend NAME]... [--quiet] [--json]\n"
-                                        << "Lists xdev's plugin search path, plugin candidates, backends, devices,\n"
-                                        << "capabilities and memory. Exit status 1 if a requested backend (or the\n"
-                                        << "one XDEV_DEVICE names) cannot be used. --json prints the same as one JSON document.\n";
+  (status == 0 ? std::cout : std::cerr)
+      << "usage: " << argv0 << " [--backend NAME]... [--quiet] [--json]\n"
+      << "Lists xdev's plugin search path, plugin candidates, backends, devices,\n"
+      << "capabilities and memory. Exit status 1 if a requested backend (or the\n"
+      << "one XDEV_DEVICE names) cannot be used. --json prints the same as one JSON document.\n";
   return status;
 }
 

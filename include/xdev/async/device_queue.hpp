@@ -150,15 +150,11 @@ class DeviceQueue {
   /// Waits for all in-flight work and its completion handlers, then rethrows the oldest kept
   /// error (the rest stay for the following calls, so none is lost).
   void synchronize() {
-    tools::detail::scoped_activity span(tools::Category::synchronize, "synchronize", name_);
-    try {
+    tools::detail::within_activity(tools::Category::synchronize, "synchronize", name_, 0, [&] {
       throttle_.wait_idle();
       wait_handlers();
       raise_kept_error();
-    } catch (...) {
-      span.finish(std::current_exception());
-      throw;
-    }
+    });
   }
 
   /// Rethrows the oldest kept error, if any, and forgets it.

@@ -82,16 +82,12 @@ class StreamCore {
   /// completion handlers have run, then raises the oldest error the device kept (as
   /// `Device::synchronize()` does). Work on other streams may still be running.
   void synchronize() const {
-    tools::detail::scoped_activity span(tools::Category::synchronize, "Stream::synchronize", queue_->name(),
-                                        chain_->id());
-    try {
-      record().wait();
-      if (running_handlers_of(queue_.get()) == 0) chain_->handlers().wait();
-      queue_->raise_kept_error();
-    } catch (...) {
-      span.finish(std::current_exception());
-      throw;
-    }
+    tools::detail::within_activity(tools::Category::synchronize, "Stream::synchronize", queue_->name(), chain_->id(),
+                                   [&] {
+                                     record().wait();
+                                     if (running_handlers_of(queue_.get()) == 0) chain_->handlers().wait();
+                                     queue_->raise_kept_error();
+                                   });
   }
 
   /// With `ErrorPolicy::poison`: the error that poisoned the stream, or null.

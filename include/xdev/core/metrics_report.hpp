@@ -4,6 +4,7 @@
 /// script (`report_json()`) reads: counters, timers and each device's memory and execution.
 #pragma once
 
+#include <xdev/core/detail/json.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/core/tools.hpp>
 
@@ -198,23 +199,6 @@ inline std::string micros(std::chrono::nanoseconds d) {
   return buf;
 }
 
-inline std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + '"';
-}
-
 struct no_devices {
   [[nodiscard]] const int* begin() const noexcept { return nullptr; }
   [[nodiscard]] const int* end() const noexcept { return nullptr; }
@@ -246,8 +230,9 @@ std::string device_json(const Devices& devices) {
   for (const auto& d : devices) {
     const auto m = d.memory_stats();
     const auto e = d.execution_stats();
-    os << (first ? "" : ",") << "{\"name\":" << json_string(d.name()) << ",\"memory\":{\"in_use\":" << m.bytes_in_use
-       << ",\"peak\":" << m.peak_bytes_in_use << ",\"reserved\":" << m.bytes_reserved << ",\"limit\":";
+    os << (first ? "" : ",") << "{\"name\":" << xdev::detail::json_string(d.name())
+       << ",\"memory\":{\"in_use\":" << m.bytes_in_use << ",\"peak\":" << m.peak_bytes_in_use
+       << ",\"reserved\":" << m.bytes_reserved << ",\"limit\":";
     if (m.limit)
       os << *m.limit;
     else
@@ -293,13 +278,13 @@ std::string report_json(const Devices& devices = {}) {
   os << "{\"counters\":{";
   bool first = true;
   for (const auto& [name, v] : snapshot()) {
-    os << (first ? "" : ",") << detail::json_string(name) << ":" << v;
+    os << (first ? "" : ",") << xdev::detail::json_string(name) << ":" << v;
     first = false;
   }
   os << "},\"timers\":{";
   first = true;
   for (const auto& [name, t] : timer_snapshot()) {
-    os << (first ? "" : ",") << detail::json_string(name) << ":{\"count\":" << t.count
+    os << (first ? "" : ",") << xdev::detail::json_string(name) << ":{\"count\":" << t.count
        << ",\"total_us\":" << detail::micros(t.total) << ",\"min_us\":" << detail::micros(t.min)
        << ",\"median_us\":" << detail::micros(t.median) << ",\"p99_us\":" << detail::micros(t.p99)
        << ",\"max_us\":" << detail::micros(t.max) << "}";

@@ -7,6 +7,7 @@
 /// docs/observability.md shows how to read one.
 #pragma once
 
+#include <xdev/core/detail/json.hpp>
 #include <xdev/core/detail/spin_mutex.hpp>
 #include <xdev/core/detail/trace_hook.hpp>
 #include <xdev/core/env.hpp>
@@ -59,36 +60,6 @@ inline std::uint64_t thread_number() noexcept {
   static std::atomic<std::uint64_t> next{1};
   thread_local const std::uint64_t n = next.fetch_add(1, std::memory_order_relaxed);
   return n;
-}
-
-// JSON text of `s` between quotes.
-inline void append_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
 }
 
 inline void append_number(std::string& out, double v) {
@@ -160,7 +131,7 @@ class Document {
   void metadata(int pid, std::uint64_t tid, const char* what, std::string_view name) {
     std::string e = "{\"ph\":\"M\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) +
                     ",\"ts\":0,\"name\":\"" + what + "\",\"args\":{\"name\":";
-    append_string(e, name);
+    xdev::detail::append_json_string(e, name);
     e += "}}";
     events_.push_back(std::move(e));
   }
@@ -175,16 +146,16 @@ class Document {
     e += ",\"dur\":";
     append_number(e, std::max(dur, 0.0));
     e += ",\"cat\":";
-    append_string(e, tools::name_of(r.category));
+    xdev::detail::append_json_string(e, tools::name_of(r.category));
     e += ",\"name\":";
-    append_string(e, r.name);
+    xdev::detail::append_json_string(e, r.name);
     e += ",\"args\":{\"device\":";
-    append_string(e, r.device);
+    xdev::detail::append_json_string(e, r.device);
     if (r.stream != 0) e += ",\"stream\":" + std::to_string(r.stream);
     if (r.bytes != 0) e += ",\"bytes\":" + std::to_string(r.bytes);
     if (!r.dtype.empty()) {
       e += ",\"dtype\":";
-      append_string(e, r.dtype);
+      xdev::detail::append_json_string(e, r.dtype);
     }
     if (handed >= 0 && handed < ts) {
       e += ",\"handed_over_us\":";
@@ -192,7 +163,7 @@ class Document {
     }
     if (!s.error.empty()) {
       e += ",\"error\":";
-      append_string(e, s.error);
+      xdev::detail::append_json_string(e, s.error);
     }
     if (s.unfinished) e += ",\"unfinished\":true";
     e += "}}";
@@ -202,9 +173,9 @@ class Document {
           "{\"ph\":\"i\",\"s\":\"t\",\"pid\":" + std::to_string(pid) + ",\"tid\":" + std::to_string(tid) + ",\"ts\":";
       append_number(i, ts + std::max(dur, 0.0));
       i += ",\"cat\":\"error\",\"name\":";
-      append_string(i, "error: " + r.name);
+      xdev::detail::append_json_string(i, "error: " + r.name);
       i += ",\"args\":{\"error\":";
-      append_string(i, s.error);
+      xdev::detail::append_json_string(i, s.error);
       i += "}}";
       events_.push_back(std::move(i));
     }
@@ -269,7 +240,7 @@ class Document {
       std::string e = "{\"ph\":\"i\",\"s\":\"p\",\"pid\":" + std::to_string(pid_of(r.device)) + ",\"tid\":0,\"ts\":";
       append_number(e, us(r.time));
       e += ",\"cat\":\"fallback\",\"name\":";
-      append_string(e, "fallback: " + r.name);
+      xdev::detail::append_json_string(e, "fallback: " + r.name);
       e += "}";
       events_.push_back(std::move(e));
     }
@@ -323,6 +294,7 @@ class Writer final : public tools::Listener {
       } catch (...) {
         what = "an exception that is not a std::exception";
       }
+      if (what.empty()) what = "an exception with an empty message";  // the slice still shows it failed
     }
     add('E', a, std::move(what));
   }

@@ -268,13 +268,8 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
 
   // Profiler hooks: the load, from the first look at the file to its initialization.
   const std::string file_name = tools::active() ? canonical.string() : std::string();
-  tools::detail::scoped_activity span(tools::Category::plugin_load, file_name, {});
-  try {
-    load_into(result, slot, path, canonical, veto, name, policy);
-  } catch (...) {
-    span.finish(std::current_exception());
-    throw;
-  }
+  tools::detail::within_activity(tools::Category::plugin_load, file_name, {}, 0,
+                                 [&] { load_into(result, slot, path, canonical, veto, name, policy); });
   return result;
 }
 

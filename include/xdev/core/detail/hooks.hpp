@@ -11,6 +11,7 @@
 #include <exception>
 #include <iterator>
 #include <string_view>
+#include <utility>
 
 namespace xdev::tools {
 
@@ -125,6 +126,20 @@ class scoped_activity {
  private:
   Activity a_;
 };
+
+/// Runs `f()` as a span of category `c` on the calling thread; its `end` carries what `f` throws,
+/// which then goes on to the caller.
+template <class F>
+decltype(auto) within_activity(Category c, std::string_view name, std::string_view device, std::uint64_t stream,
+                               F&& f) {
+  scoped_activity span(c, name, device, stream);
+  try {
+    return std::forward<F>(f)();
+  } catch (...) {
+    span.finish(std::current_exception());
+    throw;
+  }
+}
 
 /// An instant (an allocation, a free, a fallback), when a listener is installed.
 inline void instant(Category c, std::string_view name, std::string_view device, std::uint64_t bytes = 0,
