@@ -4,6 +4,7 @@
 // keeps host ordering.
 #include <xdev/async/event.hpp>
 #include <xdev/core/metrics.hpp>
+#include <xdev/core/tools.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/runtime.hpp>
 
@@ -16,8 +17,10 @@
 #include <cstdint>
 #include <exception>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -254,6 +257,41 @@ TEST(NativeMarkers, AWaitOnAnotherStreamsRecordIsEnqueuedWithoutWaitingForIt) {
   e.wait();
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   EXPECT_EQ(rt.backend().live_markers(), 0) << "the marker was not released once its event was ready";
+}
+
+TEST(NativeMarkers, HooksSeeTheRecordUntilItsPointAndTheWaitAtItsEnqueue) {
+  struct Points final : xdev::tools::Listener {
+    void begin(const xdev::tools::Activity& a) override { add("begin", a); }
+    void end(const xdev::tools::Activity& a, const std::exception_ptr&) override { add("end", a); }
+    void add(const char* phase, const xdev::tools::Activity& a) {
+      if (a.category != xdev::tools::Category::event_record && a.category != xdev::tools::Category::event_wait) return;
+      std::lock_guard lk(m);
+      seen.push_back(std::string(phase) + " " + std::string(a.name));
+      events.push_back(a.event);
+    }
+    std::mutex m;
+    std::vector<std::string> seen;
+    std::vector<std::uint64_t> events;
+  };
+  xdev::Runtime<MarkerBackend> rt({.max_inflight = 16}, 1);
+  auto producer = rt.device(0).make_stream();
+  auto consumer = rt.device(0).make_stream();
+  auto points = std::make_shared<Points>();
+  const auto subscription = xdev::tools::add_listener(points);
+  const xdev::Event e = producer.record();
+  consumer.wait(e);
+  {
+    std::lock_guard lk(points->m);
+    // The record is on the device, its point not reached; the device orders the wait.
+    EXPECT_EQ(points->seen, (std::vector<std::string>{"begin record", "begin wait", "end wait"}));
+  }
+  rt.backend().run_all();
+  e.wait();
+  std::lock_guard lk(points->m);
+  EXPECT_EQ(points->seen, (std::vector<std::string>{"begin record", "begin wait", "end wait", "end record"}));
+  ASSERT_EQ(points->events.size(), 4u);
+  EXPECT_NE(points->events[0], 0u);
+  for (auto id : points->events) EXPECT_EQ(id, points->events[0]);
 }
 
 TEST(NativeMarkers, AnEventThatIsReadyNeedsNoWait) {

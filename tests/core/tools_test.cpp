@@ -40,6 +40,7 @@ struct Seen {
   std::string dtype;
   bool failed;
   std::chrono::steady_clock::time_point time;
+  std::uint64_t event;
 
   [[nodiscard]] std::string brief() const {
     return phase + " " + tools::name_of(category) + " " + name + (dtype.empty() ? "" : " " + dtype) +
@@ -67,7 +68,7 @@ class Recorder final : public tools::Listener {
   void add(const char* phase, const tools::Activity& a, bool failed) {
     std::lock_guard lk(m_);
     seen_.push_back({phase, a.category, std::string(a.name), std::string(a.device), a.id, a.stream, a.bytes,
-                     std::string(a.dtype), failed, a.time});
+                     std::string(a.dtype), failed, a.time, a.event});
   }
   mutable std::mutex m_;
   std::vector<Seen> seen_;
@@ -149,6 +150,37 @@ TEST(Tools, StreamsHaveTheirOwnIdsAndStreamSynchronizeIsReported) {
   EXPECT_NE(seen[0].stream, seen[2].stream);
   EXPECT_EQ(seen[4].brief(), "begin synchronize Stream::synchronize");
   EXPECT_EQ(seen[4].stream, seen[2].stream);
+}
+
+TEST(Tools, ARecordAndTheWaitsOnItNameOnePoint) {
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  auto a = dev.make_stream();
+  auto b = dev.make_stream();
+  const auto untraced = a.record();
+  auto recorder = std::make_shared<Recorder>();
+  const auto subscription = tools::add_listener(recorder);
+  const auto e = a.record();
+  b.wait(e);
+  b.wait(untraced);
+  b.synchronize();
+  std::vector<std::string> briefs;
+  std::vector<Seen> points;
+  for (const auto& s : recorder->seen())
+    if (s.category == tools::Category::event_record || s.category == tools::Category::event_wait) {
+      briefs.push_back(s.brief());
+      points.push_back(s);
+    }
+  EXPECT_EQ(briefs,
+            (std::vector<std::string>{"begin event_record record", "end event_record record", "begin event_wait wait",
+                                      "end event_wait wait", "begin event_wait wait", "end event_wait wait"}));
+  ASSERT_EQ(points.size(), 6u);
+  EXPECT_NE(points[0].event, 0u);
+  EXPECT_EQ(points[2].event, points[0].event) << "the wait names the recorded point";
+  EXPECT_EQ(points[4].event, 0u) << "a point recorded before anyone listened has no name";
+  EXPECT_NE(points[0].stream, 0u);
+  EXPECT_NE(points[2].stream, 0u);
+  EXPECT_NE(points[0].stream, points[2].stream) << "the record is on a's stream, the wait on b's";
 }
 
 TEST(Tools, AFailedOperationEndsWithItsError) {

@@ -1,6 +1,7 @@
 // A checker of Trace Event Format files, as Perfetto and chrome://tracing read them: every event
-// has `ph`, `ts`, `pid` and `tid`; complete events (`X`) have `dur` >= 0; flow events pair up; and
-// the complete events of each track nest (each one ends before the one it started inside ends).
+// has `ph`, `ts`, `pid` and `tid`; complete events (`X`) have `dur` >= 0; flow events pair up, and
+// each one lies inside a complete event of its track (the slice a viewer binds it to); and the
+// complete events of each track nest (each one ends before the one it started inside ends).
 //
 // Uses Boost.JSON: a test executable that includes this header must also compile
 // <boost/json/src.hpp> in exactly one of its files (the header-only form of the library).
@@ -114,6 +115,18 @@ inline TraceCheck check_trace_text(const std::string& text) {
   for (const auto& e : r.events)
     if (e.ph == "X") tracks[{e.pid, e.tid}].push_back(&e);
   constexpr double eps = 0.0015;
+  for (const auto& e : r.events) {
+    if (e.ph != "s" && e.ph != "f") continue;
+    bool bound = false;
+    if (const auto it = tracks.find({e.pid, e.tid}); it != tracks.end())
+      for (const TraceEvent* x : it->second) bound = bound || (x->ts - eps <= e.ts && e.ts <= x->ts + x->dur + eps);
+    if (!bound) {
+      std::ostringstream os;
+      os << "flow event " << e.ph << " at " << e.ts << " on track " << e.pid << "/" << e.tid
+         << " lies inside no complete event";
+      r.problems.push_back(os.str());
+    }
+  }
   for (auto& [track, xs] : tracks) {
     std::stable_sort(xs.begin(), xs.end(), [](const TraceEvent* a, const TraceEvent* b) {
       return a->ts != b->ts ? a->ts < b->ts : a->dur > b->dur;

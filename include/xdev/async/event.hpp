@@ -23,6 +23,7 @@ struct EventState {
   std::condition_variable cv;
   bool done = false;
   bool recorded = false;                       // made by a stream's record(), not default-constructed
+  std::uint64_t tool_id = 0;                   // the point as profiler hooks name it (0: none), set at record
   std::chrono::steady_clock::time_point when;  // when `set` ran (under `m`, once `done`)
   std::vector<unique_function<void()>> callbacks;
   // While pending: the native marker the recording stream's queue put at this point, if any

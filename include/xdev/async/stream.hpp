@@ -2,6 +2,7 @@
 /// `xdev::Stream<B>`: in-order execution on one device; work on different streams may overlap.
 #pragma once
 
+#include <xdev/async/detail/event_nodes.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/queue.hpp>
 #include <xdev/async/submit.hpp>
@@ -52,30 +53,26 @@ class StreamCore {
   /// An event that becomes ready when all work submitted to this stream so far has completed.
   /// On a native queue with markers (`concepts::NativeMarkers`) the event also carries the
   /// queue's marker, which other streams of the device wait on without the host.
-  [[nodiscard]] Event record() const {
-    Event e = Event::pending();
-    if (markers_in_use()) {
-      enqueue_node(*queue_, chain_, new record_node(e));
-      return e;
-    }
-    enqueue_marker(*queue_, chain_, [e](Completion done) {
-      e.set();
-      done(nullptr);
-    });
-    return e;
-  }
+  [[nodiscard]] Event record() const { return record_point(tools::active()); }
 
   /// Work submitted to this stream after this call starts only once `e` is ready. When this
   /// stream and the one that recorded `e` are native queues of one device with markers, the
   /// device orders them (the metric `stream.wait.native` counts these waits); otherwise the
   /// stream is held on the host until `e` is ready (`stream.wait.host` where a native queue had to).
   void wait(const Event& e) const {
+    event_activity tool;
+    if (tools::active()) tool = event_activity(tools::Category::event_wait, queue_, chain_->id(), e.state().tool_id);
     if (markers_in_use()) {
-      enqueue_node(*queue_, chain_, new wait_node(e));
+      enqueue_node(*queue_, chain_, new wait_node(e, std::move(tool)));
       return;
     }
-    enqueue_marker(*queue_, chain_,
-                   [e](Completion done) { e.on_ready([done = std::move(done)]() mutable { done(nullptr); }); });
+    enqueue_marker(*queue_, chain_, [e, tool = std::move(tool)](Completion done) mutable {
+      tool.begin();
+      e.on_ready([done = std::move(done), tool = std::move(tool)]() mutable {
+        tool.end();
+        done(nullptr);
+      });
+    });
   }
 
   /// Blocks until everything submitted to this stream before the call has completed and its
@@ -84,7 +81,7 @@ class StreamCore {
   void synchronize() const {
     tools::detail::within_activity(tools::Category::synchronize, "Stream::synchronize", queue_->name(), chain_->id(),
                                    [&] {
-                                     record().wait();
+                                     record_point(false).wait();
                                      if (running_handlers_of(queue_.get()) == 0) chain_->handlers().wait();
                                      queue_->raise_kept_error();
                                    });
@@ -118,6 +115,27 @@ class StreamCore {
   }
 
  protected:
+  // record(), told to the profiler hooks when `reported` (a synchronize's own record is not).
+  [[nodiscard]] Event record_point(bool reported) const {
+    Event e = Event::pending();
+    event_activity tool;
+    if (reported) {
+      e.state().tool_id = tools::detail::next_activity_id();
+      tool = event_activity(tools::Category::event_record, queue_, chain_->id(), e.state().tool_id);
+    }
+    if (markers_in_use()) {
+      enqueue_node(*queue_, chain_, new record_node(e, std::move(tool)));
+      return e;
+    }
+    enqueue_marker(*queue_, chain_, [e, tool = std::move(tool)](Completion done) mutable {
+      tool.begin();  // the point is reached now: a span of no length
+      tool.end();
+      e.set();
+      done(nullptr);
+    });
+    return e;
+  }
+
   // The device's markers, while it takes work. Once it is shut down (or its runtime destroyed:
   // a stream may outlive it) nothing runs any more, and the host marker, which touches no
   // backend, gives the same answer.

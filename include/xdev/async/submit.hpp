@@ -232,6 +232,7 @@ inline tools::Activity activity_of(const activity_tag& t, std::uint64_t id, cons
                          t.bytes,
                          t.dtype != nullptr ? std::string_view(t.dtype) : std::string_view(),
                          std::chrono::steady_clock::now(),
+                         0,
                          0};
 }
 
@@ -495,71 +496,6 @@ inline void enqueue_marker(DeviceQueue& queue, const std::shared_ptr<OpChain>& c
                            unique_function<void(Completion)> at_point) {
   enqueue_node(queue, chain, new marker_node(std::move(at_point)));
 }
-
-// Native markers (`concepts::NativeMarkers`), on a chain whose queue has them: both nodes are one
-// enqueue on the stream's queue, so they neither wait for the work before them on the host nor
-// hold back the work after them.
-
-class event_node : public ChainNode {
- public:
-  explicit event_node(Event e) : event_(std::move(e)) {}
-  [[nodiscard]] bool is_operation() const noexcept override { return false; }
-  [[nodiscard]] bool queue_ordered() const noexcept override { return true; }
-
- protected:
-  Event event_;
-};
-
-// `Stream::record()`: a marker on the queue; the event is set when the node's turn to be
-// delivered comes (after every completion before it, as on the host chain).
-class record_node final : public event_node {
- public:
-  using event_node::event_node;
-
- private:
-  void launch(Completion done) override {
-    NativeQueue* q = chain()->native_queue();
-    const std::uint64_t m = q->record_marker(std::move(done));
-    event_.state().attach_marker(q, m, [q, m] { q->release_marker(m); });  // the chain outlives the node
-  }
-  void finish(std::exception_ptr) noexcept override { event_.set(); }
-};
-
-// `Stream::wait(e)`: a wait on the recording queue's marker when `e` has one this queue can wait
-// on; else (another device, a host chain, a record not yet on its queue) the stream is held on
-// the host until `e` is ready, as a host chain does.
-class wait_node final : public event_node {
- public:
-  using event_node::event_node;
-
- private:
-  void launch(Completion done) override {
-    NativeQueue* q = chain()->native_queue();
-    using W = EventState::marker_wait;
-    const W w = event_.state().wait_on_marker([q](const void* source, std::uint64_t m) noexcept {
-      if (!q->shares_markers_with(*static_cast<const NativeQueue*>(source))) return false;
-      try {
-        q->wait_marker(m);
-        return true;
-      } catch (...) {
-        return false;  // the backend could not enqueue the wait: the host holds the stream instead
-      }
-    });
-    if (w == W::unavailable) {
-      note_multi_step_launch();  // holds back what follows until `done`
-      static metrics::Counter& host = metrics::counter("stream.wait.host");
-      host.add(1);
-      event_.on_ready([done = std::move(done)]() mutable { done(nullptr); });
-      return;
-    }
-    if (w == W::waited) {
-      static metrics::Counter& native = metrics::counter("stream.wait.native");
-      native.add(1);
-    }
-    done(nullptr);
-  }
-  void finish(std::exception_ptr) noexcept override {}
-};
 
 }  // namespace detail
 

@@ -134,6 +134,8 @@ inline std::string timer_name(const tools::Activity& a) {
   switch (a.category) {
     case C::throttle_wait:
     case C::plugin_load:
+    case C::event_record:
+    case C::event_wait:
       return tools::name_of(a.category);
     case C::synchronize:
       return a.name == "Stream::synchronize" ? "synchronize.stream" : "synchronize.device";

@@ -27,13 +27,20 @@ enum class Category : std::uint8_t {
   free,           ///< device memory given back (an instant); `bytes` is its size, `in_use` the total after it
   plugin_load,    ///< a plugin file loaded and initialized; `name` is its canonical path
   fallback,       ///< an op run by the CPU fallback, not the backend (an instant); `name` is the op
+  /// `Stream::record()` in stream order: begins when the record's turn comes on the stream, ends
+  /// when the recorded point is reached; `event` names the point
+  event_record,
+  /// `Stream::wait(e)` in stream order: begins when the wait's turn comes, ends when the stream
+  /// may go on (at once where the device orders it); `event` is the awaited point (0: an event
+  /// recorded while nobody listened, or a ready-made `Event`)
+  event_wait,
 };
 
 /// The category's name as written in the enumeration ("op", "throttle_wait", ...).
 constexpr const char* name_of(Category c) noexcept {
-  constexpr const char* names[] = {"op",          "transfer",      "host_task",  "collective",
-                                   "synchronize", "throttle_wait", "allocation", "free",
-                                   "plugin_load", "fallback"};
+  constexpr const char* names[] = {"op",          "transfer",      "host_task",    "collective",
+                                   "synchronize", "throttle_wait", "allocation",   "free",
+                                   "plugin_load", "fallback",      "event_record", "event_wait"};
   const auto i = static_cast<std::size_t>(c);
   return i < std::size(names) ? names[i] : "?";
 }
@@ -56,6 +63,9 @@ struct Activity {
   std::chrono::steady_clock::time_point time;
   /// `allocation` and `free`: the device's bytes in use right after it; 0 elsewhere.
   std::uint64_t in_use = 0;
+  /// `event_record` and `event_wait`: the recorded point, unique in the process, so that a tool
+  /// can draw an arrow from the record to each wait it releases; 0 elsewhere.
+  std::uint64_t event = 0;
 };
 
 namespace detail {
@@ -109,7 +119,7 @@ class scoped_activity {
   scoped_activity(Category c, std::string_view name, std::string_view device, std::uint64_t stream = 0,
                   std::uint64_t bytes = 0) noexcept {
     if (!active()) return;
-    a_ = Activity{next_activity_id(), c, name, device, stream, bytes, {}, std::chrono::steady_clock::now(), 0};
+    a_ = Activity{next_activity_id(), c, name, device, stream, bytes, {}, std::chrono::steady_clock::now(), 0, 0};
     emit_begin(a_);
   }
   scoped_activity(const scoped_activity&) = delete;
@@ -145,7 +155,8 @@ decltype(auto) within_activity(Category c, std::string_view name, std::string_vi
 inline void instant(Category c, std::string_view name, std::string_view device, std::uint64_t bytes = 0,
                     std::uint64_t in_use = 0) noexcept {
   if (!active()) return;
-  emit_instant(Activity{next_activity_id(), c, name, device, 0, bytes, {}, std::chrono::steady_clock::now(), in_use});
+  emit_instant(
+      Activity{next_activity_id(), c, name, device, 0, bytes, {}, std::chrono::steady_clock::now(), in_use, 0});
 }
 
 }  // namespace detail
