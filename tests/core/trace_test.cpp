@@ -18,11 +18,13 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <set>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -100,6 +102,91 @@ TEST_F(TraceFile, ATracedRunIsAValidTraceWithATrackPerDeviceAndStream) {
   EXPECT_EQ(trace.named("X", "synchronize").size(), 2u);  // one per device
 }
 
+TEST_F(TraceFile, AnArrowLeadsFromEachRecordToTheWaitsItReleases) {
+  const std::string file = path("events.json");
+  xdev::Runtime<Host> rt({}, Host::Options{.devices = 1, .threads = 2});
+  auto dev = rt.device(0);
+  auto producer = dev.make_stream();
+  auto consumer = dev.make_stream();
+  auto other = dev.make_stream();
+  const auto before = producer.record();  // not traced: no arrow
+  xdev::trace::start(file);
+  consumer.wait(before);
+  auto held = producer.execute([] { std::this_thread::sleep_for(std::chrono::milliseconds(5)); });
+  const auto point = producer.record();
+  consumer.wait(point);
+  other.wait(point);
+  auto after = consumer.execute([] {});
+  after.get();
+  other.synchronize();
+  held.get();
+  ASSERT_EQ(xdev::trace::stop(), file);
+
+  const auto trace = xdev_test::check_trace_file(file);
+  EXPECT_THAT(trace.problems, ::testing::IsEmpty());
+  const auto records = trace.named("X", "record");
+  const auto waits = trace.named("X", "wait");
+  ASSERT_EQ(records.size(), 1u);
+  ASSERT_EQ(waits.size(), 3u);
+  EXPECT_EQ(records[0].cat, "event_record");
+  const auto starts = trace.named("s", "event");
+  const auto finishes = trace.named("f", "event");
+  ASSERT_EQ(starts.size(), 2u) << "one arrow per wait of the traced record";
+  ASSERT_EQ(finishes.size(), 2u);
+  std::set<std::int64_t> released;
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(starts[i].tid, records[0].tid);
+    released.insert(finishes[i].tid);
+  }
+  std::set<std::int64_t> waiting;
+  for (const auto& w : waits) waiting.insert(w.tid);
+  EXPECT_EQ(released.size(), 2u) << "both waiting streams get an arrow";
+  EXPECT_EQ(waiting.size(), 2u);
+  EXPECT_EQ(released, waiting);
+  // A released wait ends no earlier than the point is reached (after the producer's sleep).
+  for (const auto& f : finishes)
+    for (const auto& w : waits)
+      if (w.tid == f.tid && w.ts - 0.0015 <= f.ts && f.ts <= w.ts + w.dur + 0.0015) {
+        EXPECT_GE(w.ts + w.dur, records[0].ts - 0.0015);
+      }
+}
+
+TEST(TraceDocument, ARankOfAJobHasItsOwnPidsNamesAndMeetingTime) {
+  namespace td = xdev::trace::detail;
+  const auto origin = std::chrono::steady_clock::now();
+  const auto at = [&](int us) { return origin + std::chrono::microseconds(us); };
+  std::vector<td::Record> records;
+  auto add = [&](char phase, std::uint64_t id, const char* device, int us) {
+    records.push_back(
+        td::Record{phase, xdev::tools::Category::op, id, "gemm", device, "f32", {}, 3, 0, 0, 0, 1, at(us)});
+  };
+  add('B', 1, "HOST:0", 10);
+  add('E', 1, "HOST:0", 20);
+  add('B', 2, "HOST:1", 12);
+  add('E', 2, "HOST:1", 30);
+  const std::string text = td::Document(origin, at(40), td::JobPlace{2, 4, at(5)}).build(records);
+  const auto trace = xdev_test::check_trace_text(text);
+  EXPECT_THAT(trace.problems, ::testing::IsEmpty());
+  const auto ops = trace.named("X", "gemm");
+  ASSERT_EQ(ops.size(), 2u);
+  for (const auto& op : ops) {
+    EXPECT_GT(op.pid, 2000);
+    EXPECT_LT(op.pid, 3000) << "rank 2's tracks have pids from 2000";
+  }
+  EXPECT_EQ(trace.process_name(ops[0].pid), "rank 2: HOST:0");
+  EXPECT_EQ(trace.process_name(ops[1].pid), "rank 2: HOST:1");
+  const auto doc = boost::json::parse(text).as_object();
+  const auto& job = doc.at("xdev").as_object();
+  EXPECT_EQ(job.at("rank").as_int64(), 2);
+  EXPECT_EQ(job.at("world_size").as_int64(), 4);
+  EXPECT_NEAR(job.at("rendezvous_us").to_number<double>(), 5.0, 0.01);
+  // A process alone has no job: pids from 1, device names as they are, no "xdev" member.
+  const std::string alone = td::Document(origin, at(40)).build(records);
+  EXPECT_FALSE(boost::json::parse(alone).as_object().contains("xdev"));
+  const auto single = xdev_test::check_trace_text(alone);
+  EXPECT_EQ(single.process_name(single.named("X", "gemm")[0].pid), "HOST:0");
+}
+
 TEST_F(TraceFile, BadUsesAreClearErrors) {
   EXPECT_EQ(xdev::trace::stop(), std::nullopt) << "nothing was being recorded";
   try {
@@ -159,8 +246,11 @@ TEST(TraceChecker, RejectsWhatPerfettoWouldNot) {
     {"ph":"X","pid":1,"tid":1,"ts":5,"dur":10,"name":"b"},
     {"ph":"X","pid":1,"tid":2,"ts":0,"dur":-1,"name":"c"},
     {"ph":"i","pid":1,"ts":3,"name":"d"},
-    {"ph":"s","pid":1,"tid":1,"ts":1,"id":7,"name":"e"}]})");
-  EXPECT_EQ(bad.problems.size(), 4u) << ::testing::PrintToString(bad.problems);
+    {"ph":"s","pid":1,"tid":1,"ts":1,"id":7,"name":"e"},
+    {"ph":"s","pid":1,"tid":3,"ts":1,"id":8,"name":"g"},
+    {"ph":"f","pid":1,"tid":1,"ts":4,"id":8,"name":"g"}]})");
+  // overlap, no tid, negative dur, flow 7 unpaired, flow 8's start on a track without slices
+  EXPECT_EQ(bad.problems.size(), 5u) << ::testing::PrintToString(bad.problems);
   const auto good = xdev_test::check_trace_text(R"({"traceEvents":[
     {"ph":"X","pid":1,"tid":1,"ts":0,"dur":10,"name":"a"},
     {"ph":"X","pid":1,"tid":1,"ts":2,"dur":3,"name":"inside"},

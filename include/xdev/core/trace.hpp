@@ -7,9 +7,9 @@
 /// docs/observability.md shows how to read one.
 #pragma once
 
+#include <xdev/core/detail/environment_hooks.hpp>
 #include <xdev/core/detail/json.hpp>
 #include <xdev/core/detail/spin_mutex.hpp>
-#include <xdev/core/detail/trace_hook.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/log.hpp>
@@ -45,7 +45,7 @@ struct Record {
   tools::Category category;
   std::uint64_t id;
   std::string name, device, dtype, error;
-  std::uint64_t stream, bytes, in_use;
+  std::uint64_t stream, bytes, in_use, event;
   std::uint64_t thread;  // the calling thread's number in this process (1, 2, ...)
   std::chrono::steady_clock::time_point time;
 };
@@ -68,11 +68,27 @@ inline void append_number(std::string& out, double v) {
   out += buf;
 }
 
-// Builds the Trace Event Format document from the records of one traced run.
+// This process's place in a job of several processes (set by `distributed::init`): its rank, the
+// job's size, and when the session's first meeting of every rank ended here (where the merge tool
+// aligns the ranks' clocks).
+struct JobPlace {
+  std::uint32_t rank = 0;
+  std::uint32_t world_size = 1;
+  std::chrono::steady_clock::time_point met;
+};
+
+// Builds the Trace Event Format document from the records of one traced run. In a job of several
+// processes, the tracks of rank r have pids from r * 1000 and names that start with "rank r: ".
 class Document {
  public:
-  Document(std::chrono::steady_clock::time_point origin, std::chrono::steady_clock::time_point stopped)
-      : origin_(origin), stopped_(stopped) {}
+  Document(std::chrono::steady_clock::time_point origin, std::chrono::steady_clock::time_point stopped,
+           std::optional<JobPlace> job = std::nullopt)
+      : origin_(origin), stopped_(stopped), job_(job) {
+    if (job_) {
+      host_pid_ = static_cast<int>(job_->rank) * pids_per_rank + 1;
+      prefix_ = "rank " + std::to_string(job_->rank) + ": ";
+    }
+  }
 
   std::string build(std::vector<Record> records) {
     std::stable_sort(records.begin(), records.end(), [](const Record& a, const Record& b) { return a.time < b.time; });
@@ -94,9 +110,18 @@ class Document {
     std::stable_sort(spans.begin(), spans.end(),
                      [](const Span& a, const Span& b) { return a.begin->time < b.begin->time; });
     for (const Span& s : spans) place(s);
+    flows();
     in_flight_counters(spans);
 
-    std::string out = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+    std::string out = "{\"displayTimeUnit\":\"ms\",";
+    if (job_) {  // what the merge tool (tools/xdev-trace-merge) reads
+      out += "\"xdev\":{\"rank\":" + std::to_string(job_->rank) +
+             ",\"world_size\":" + std::to_string(job_->world_size) +
+             ",\"pid_base\":" + std::to_string(static_cast<int>(job_->rank) * pids_per_rank) + ",\"rendezvous_us\":";
+      append_number(out, us(job_->met));
+      out += "},";
+    }
+    out += "\"traceEvents\":[\n";
     bool first = true;
     for (const std::string& e : events_) {
       if (!first) out += ",\n";
@@ -114,7 +139,7 @@ class Document {
     std::string error;
     bool unfinished;
   };
-  static constexpr int host_pid = 1;
+  static constexpr int pids_per_rank = 1000;
 
   [[nodiscard]] double us(std::chrono::steady_clock::time_point t) const {
     return std::chrono::duration<double, std::micro>(t - origin_).count();
@@ -122,9 +147,9 @@ class Document {
 
   // The process track of a device ("HOST:0"), named at first use; the host's threads are pid 1.
   int pid_of(const std::string& device) {
-    if (device.empty()) return host_pid;
-    auto [it, fresh] = pids_.emplace(device, static_cast<int>(pids_.size()) + 2);
-    if (fresh) metadata(it->second, 0, "process_name", device);
+    if (device.empty()) return host_pid_;
+    auto [it, fresh] = pids_.emplace(device, host_pid_ + 1 + static_cast<int>(pids_.size()));
+    if (fresh) metadata(it->second, 0, "process_name", prefix_ + device);
     return it->second;
   }
 
@@ -137,6 +162,7 @@ class Document {
   }
 
   void name_thread(int pid, std::uint64_t tid, const std::string& name) {
+    if (pid == host_pid_ && named_.emplace(pid, 0).second) metadata(pid, 0, "process_name", prefix_ + "host threads");
     if (named_.emplace(pid, tid).second) metadata(pid, tid, "thread_name", name);
   }
 
@@ -188,7 +214,9 @@ class Document {
     switch (r.category) {
       case tools::Category::op:
       case tools::Category::transfer:
-      case tools::Category::host_task: {
+      case tools::Category::host_task:
+      case tools::Category::event_record:
+      case tools::Category::event_wait: {
         // One track per stream. An in-order queue runs an operation no earlier than the end of
         // the one before it, so its slice starts then if it was handed over earlier.
         const int pid = pid_of(r.device);
@@ -198,6 +226,12 @@ class Document {
         const double stop = std::max(end, ts);
         last = stop;
         complete(pid, r.stream, r, ts, stop - ts, s, begin);
+        // An arrow from where an event's point is reached to each wait it releases.
+        if (r.event != 0 && r.category == tools::Category::event_record) {
+          points_[r.event] = {pid, r.stream, ts};
+        } else if (r.event != 0) {
+          waits_.push_back({r.event, {pid, r.stream, ts}});
+        }
         break;
       }
       case tools::Category::collective: {
@@ -214,11 +248,31 @@ class Document {
         break;
       }
       default: {  // a host thread waiting or loading: spans on one thread nest by construction
-        if (!host_named_) metadata(host_pid, 0, "process_name", "host threads");
-        host_named_ = true;
-        name_thread(host_pid, r.thread, "thread " + std::to_string(r.thread));
-        complete(host_pid, r.thread, r, begin, end - begin, s, -1);
+        name_thread(host_pid_, r.thread, "thread " + std::to_string(r.thread));
+        complete(host_pid_, r.thread, r, begin, end - begin, s, -1);
       }
+    }
+  }
+
+  // Flow events, one pair per wait whose record is in the trace: "s" bound to the record's slice
+  // (viewers draw the arrow from its end, where the point was reached), "f" to the wait's slice.
+  void flows() {
+    std::uint64_t next = 1;
+    for (const auto& [event, wait] : waits_) {
+      const auto it = points_.find(event);
+      if (it == points_.end()) continue;  // recorded before the trace started
+      const std::string id = std::to_string(next++);
+      const Place& from = it->second;
+      std::string e = "{\"ph\":\"s\",\"cat\":\"event\",\"name\":\"event\",\"id\":" + id +
+                      ",\"pid\":" + std::to_string(from.pid) + ",\"tid\":" + std::to_string(from.tid) + ",\"ts\":";
+      append_number(e, from.ts);
+      e += "}";
+      events_.push_back(std::move(e));
+      e = "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"event\",\"name\":\"event\",\"id\":" + id +
+          ",\"pid\":" + std::to_string(wait.pid) + ",\"tid\":" + std::to_string(wait.tid) + ",\"ts\":";
+      append_number(e, wait.ts);
+      e += "}";
+      events_.push_back(std::move(e));
     }
   }
 
@@ -269,12 +323,21 @@ class Document {
 
   static constexpr std::uint64_t collective_tid = 1'000'000'000;
   std::chrono::steady_clock::time_point origin_, stopped_;
+  std::optional<JobPlace> job_;
+  int host_pid_ = 1;    // the host threads' track; the devices' follow it
+  std::string prefix_;  // of every process name: "rank r: " in a job of several processes
   std::vector<std::string> events_;
   std::map<std::string, int> pids_;
   std::map<std::pair<int, std::uint64_t>, double> stream_end_;
   std::map<int, std::vector<double>> collective_lanes_;
   std::set<std::pair<int, std::uint64_t>> named_;  // tracks named so far
-  bool host_named_ = false;
+  struct Place {
+    int pid;
+    std::uint64_t tid;
+    double ts;
+  };
+  std::map<std::uint64_t, Place> points_;               // event -> the slice of its record
+  std::vector<std::pair<std::uint64_t, Place>> waits_;  // (event, the wait's slice start)
 };
 
 // The listener that records a traced run.
@@ -285,22 +348,18 @@ class Writer final : public tools::Listener {
 
   void begin(const tools::Activity& a) override { add('B', a, {}); }
   void end(const tools::Activity& a, const std::exception_ptr& error) override {
-    std::string what;
-    if (error) {
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-        what = "an exception that is not a std::exception";
-      }
-      if (what.empty()) what = "an exception with an empty message";  // the slice still shows it failed
-    }
-    add('E', a, std::move(what));
+    add('E', a, error ? tools::detail::message_of(error) : std::string());
   }
   void instant(const tools::Activity& a) override { add('I', a, {}); }
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
+
+  // Under State's lock, while the writer is the trace in progress: the process joined a job of
+  // several (its tracks get the rank), and the file it will be written to, when XDEV_TRACE chose it.
+  void join(const JobPlace& job, std::optional<std::string> path) {
+    job_ = job;
+    if (path) path_ = std::move(*path);
+  }
 
   /// Whether the file can be written, before anything is recorded: the temporary is created and
   /// removed again.
@@ -326,7 +385,7 @@ class Writer final : public tools::Listener {
         b->records.clear();
       }
     }
-    const std::string text = Document(origin_, std::chrono::steady_clock::now()).build(std::move(all));
+    const std::string text = Document(origin_, std::chrono::steady_clock::now(), job_).build(std::move(all));
     const std::string temp = temp_path();
     std::FILE* f = std::fopen(temp.c_str(), "wb");
     if (f == nullptr) fail("cannot create " + temp);
@@ -384,6 +443,7 @@ class Writer final : public tools::Listener {
              a.stream,
              a.bytes,
              a.in_use,
+             a.event,
              thread_number(),
              a.time};
     ThreadBuffer& b = buffer();
@@ -393,6 +453,7 @@ class Writer final : public tools::Listener {
 
   std::string path_;
   std::chrono::steady_clock::time_point origin_;
+  std::optional<JobPlace> job_;
   std::uint64_t generation_;
   std::mutex m_;
   std::vector<std::shared_ptr<ThreadBuffer>> buffers_;  // under m_
@@ -403,6 +464,8 @@ struct State {
   std::mutex m;
   std::shared_ptr<Writer> writer;
   tools::Subscription subscription;
+  bool from_environment = false;  // `writer` was started by XDEV_TRACE
+  std::optional<JobPlace> job;    // once distributed::init has run in this process
 
   static State& get() {
     static State s;
@@ -423,21 +486,32 @@ struct State {
 
 }  // namespace detail
 
+namespace detail {
+// start(), under State's lock; `from_environment`: XDEV_TRACE chose the path.
+inline void start_locked(State& s, const std::string& path, bool from_environment) {
+  if (path.empty()) throw error(errc::invalid_argument, "xdev::trace::start: the path is empty");
+  if (s.writer)
+    throw error(errc::unavailable, "xdev::trace::start(\"" + path + "\"): a trace to \"" + s.writer->path() +
+                                       "\" is being recorded; stop it first");
+  auto w = std::make_shared<Writer>(path);
+  w->probe();
+  if (s.job) w->join(*s.job, std::nullopt);
+  s.subscription = tools::add_listener(w);
+  s.writer = std::move(w);
+  s.from_environment = from_environment;
+}
+}  // namespace detail
+
 /// Starts recording a trace that `stop()` (or the process's normal exit) writes to `path`.
 /// \throws xdev::error `errc::invalid_argument` for an empty path or one that cannot be written
 ///         (a missing directory, no permission: checked now, naming the file and the reason),
 ///         `errc::unavailable` when a trace is already being recorded (naming its file).
+/// In a job of several processes (after `distributed::init`), the tracks carry the rank (see
+/// `path_for_rank` for a file per rank).
 inline void start(const std::string& path) {
-  if (path.empty()) throw error(errc::invalid_argument, "xdev::trace::start: the path is empty");
   auto& s = detail::State::get();
   std::lock_guard lk(s.m);
-  if (s.writer)
-    throw error(errc::unavailable, "xdev::trace::start(\"" + path + "\"): a trace to \"" + s.writer->path() +
-                                       "\" is being recorded; stop it first");
-  auto w = std::make_shared<detail::Writer>(path);
-  w->probe();
-  s.subscription = tools::add_listener(w);
-  s.writer = std::move(w);
+  detail::start_locked(s, path, false);
 }
 
 /// Stops recording and writes the file; returns its path, or `std::nullopt` when no trace was
@@ -451,6 +525,7 @@ inline std::optional<std::string> stop() {
     if (!s.writer) return std::nullopt;
     s.subscription.reset();
     w = std::move(s.writer);
+    s.from_environment = false;
   }
   w->write();
   return w->path();
@@ -475,7 +550,7 @@ inline std::optional<std::string> stop() {
 }
 
 /// Starts the trace `XDEV_TRACE` names, once per process (the first `Runtime` or `Registry` asks;
-/// a `Runtime` reaches it when this header is part of the program, see core/detail/trace_hook.hpp).
+/// a `Runtime` reaches it when this header is part of the program, see core/detail/environment_hooks.hpp).
 /// Nothing when it is unset or a trace is already being recorded.
 /// \throws xdev::error `errc::invalid_argument` quoting the variable when the file cannot be
 ///         written (see `start`); every later call tries again, and reports it again.
@@ -483,9 +558,12 @@ inline void start_from_environment() {
   static std::once_flag once;
   std::call_once(once, [] {
     const auto path = getenv_string("XDEV_TRACE");
-    if (!path || recording()) return;
+    if (!path) return;
+    auto& s = detail::State::get();
+    std::lock_guard lk(s.m);
+    if (s.writer) return;
     try {
-      start(*path);
+      detail::start_locked(s, s.job ? path_for_rank(*path, s.job->rank) : *path, true);
     } catch (const error& e) {
       throw error(e.condition(), "XDEV_TRACE=\"" + *path + "\": " + e.message());
     }
@@ -493,7 +571,27 @@ inline void start_from_environment() {
 }
 
 namespace detail {
-// Lets every Runtime of the program start XDEV_TRACE's trace (core/detail/trace_hook.hpp).
+/// Called by `distributed::init` once every rank has met (`met`: when the meeting ended here): from
+/// now on the trace's tracks carry the rank, and `XDEV_TRACE`'s trace goes to the rank's own file
+/// (`path_for_rank`), started now if no `Runtime` has started it yet.
+inline void join_job(std::uint32_t rank, std::uint32_t world_size, std::chrono::steady_clock::time_point met) {
+  auto& s = State::get();
+  {
+    std::lock_guard lk(s.m);
+    s.job = JobPlace{rank, world_size, met};
+    if (s.writer) {
+      std::optional<std::string> ranked;
+      if (s.from_environment)
+        if (const auto path = getenv_string("XDEV_TRACE")) ranked = path_for_rank(*path, rank);
+      s.writer->join(*s.job, std::move(ranked));
+    }
+  }
+  start_from_environment();
+}
+}  // namespace detail
+
+namespace detail {
+// Lets every Runtime of the program start XDEV_TRACE's trace (core/detail/environment_hooks.hpp).
 inline const bool environment_starter_registered =
     (environment_starter.store(&start_from_environment, std::memory_order_release), true);
 }  // namespace detail

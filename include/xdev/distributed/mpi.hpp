@@ -39,6 +39,7 @@
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/shape.hpp>
+#include <xdev/core/trace.hpp>
 #include <xdev/distributed/detail/deadline_engine.hpp>
 #include <xdev/distributed/detail/mpi_types.hpp>
 #include <xdev/distributed/detail/process.hpp>
@@ -403,6 +404,7 @@ class Session {
       mine.insert(mine.end(), b, b + length);
     }
     auto all = engine_.allgather_locked(op, mine, "init");
+    const auto met = Clock::now();  // every rank has arrived: where a trace aligns the ranks' clocks
     std::vector<PeerInfo> peers(all.size());
     for (std::size_t r = 0; r < all.size(); ++r) {
       std::int64_t g = -1;
@@ -432,6 +434,13 @@ class Session {
         text += (text.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": ") +
                 std::string(reinterpret_cast<const char*>(problems[r].data()), problems[r].size());
     if (!text.empty()) throw error(errc::invalid_argument, "distributed::init failed: " + text);
+    if (placement_.world_size > 1) {
+      try {
+        trace::detail::join_job(placement_.rank, placement_.world_size, met);
+      } catch (const std::exception& ex) {  // this rank records no trace; the job goes on (see log)
+        log::write(log::Level::error, "distributed", std::string("rank ") + std::to_string(rank) + ": " + ex.what());
+      }
+    }
 
     std::lock_guard state_lock(state.mutex);
     if (state.current != nullptr) throw error(errc::unavailable, "distributed::init: a session already exists");
