@@ -1,12 +1,13 @@
 /// \file
 /// The umbrella header: everything in xdev's core. Not included (include them where needed): the
 /// GoogleTest harness (xdev/testing/), the MPI component (xdev/distributed/), and the parts that pull
-/// Boost.DLL: the plugin loader (xdev/plugin/loader.hpp), the registry and the accelerator functions
-/// (xdev/any/registry.hpp, xdev/any/accelerator.hpp, and xdev/spmd/spmd.hpp, which turns SPMD on
+/// Boost.DLL: the plugin loader (xdev/plugin/loader.hpp, xdev/plugin/tools_library.hpp), the registry and the
+/// accelerator functions (xdev/any/registry.hpp, xdev/any/accelerator.hpp, and xdev/spmd/spmd.hpp, which turns SPMD on
 /// through them); xdev/plugin/define.hpp is for plugin libraries.
 #pragma once
 
 #include <xdev/plugin/abi.h>
+#include <xdev/core/tools_abi.h>
 #include <xdev/any/any_device.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>

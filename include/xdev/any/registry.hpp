@@ -27,6 +27,7 @@
 #include <xdev/plugin/loader.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 #include <xdev/plugin/search_path.hpp>
+#include <xdev/plugin/tools_library.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -108,11 +109,14 @@ class Registry {
 
   /// A registry with HOST built in and the plugins of `path` (discovered on first use), loaded
   /// as `load` says (`plugin::LoadOptions`: by default untrusted plugin files are refused).
-  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_LOG_LEVEL`.
+  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_LOG_LEVEL`; what
+  ///         `XDEV_TOOLS_LIBS` and `XDEV_TRACE` give (a library that cannot be loaded, a trace
+  ///         file that cannot be written).
   explicit Registry(plugin::SearchPath path, plugin::LoadOptions load = {})
       : path_(std::move(path)), load_(std::move(load)) {
-    (void)log::level();               // a malformed XDEV_LOG_LEVEL is an error here, not silence later
-    trace::start_from_environment();  // XDEV_TRACE, once per process
+    (void)log::level();                        // a malformed XDEV_LOG_LEVEL is an error here, not silence later
+    tools::load_libraries_from_environment();  // XDEV_TOOLS_LIBS, once per process
+    trace::start_from_environment();           // XDEV_TRACE, once per process
     add_locked("HOST", host_factory(), /*replace=*/false);
   }
   /// A registry searching the process's plugin search path (`plugin::search_path()`).

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -47,6 +48,20 @@ class Listener {
 };
 
 namespace detail {
+
+/// The message of a failure as an `end` callback has it: `what()` of a std::exception, a stand-in
+/// text otherwise, never empty (a slice that failed still shows it).
+inline std::string message_of(const std::exception_ptr& error) {
+  std::string what;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+    what = "an exception that is not a std::exception";
+  }
+  return what.empty() ? "an exception with an empty message" : what;
+}
 
 using listener_list = std::vector<std::shared_ptr<Listener>>;
 

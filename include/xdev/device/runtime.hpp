@@ -3,7 +3,7 @@
 #pragma once
 
 #include <xdev/async/device_queue.hpp>
-#include <xdev/core/detail/trace_hook.hpp>
+#include <xdev/core/detail/environment_hooks.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/log.hpp>
 #include <xdev/device/device.hpp>
@@ -68,8 +68,10 @@ class Runtime {
   template <class... Args>
   explicit Runtime(RuntimeOptions options = {}, Args&&... backend_args)
       : backend_(std::forward<Args>(backend_args)...) {
-    (void)log::level();                        // a malformed XDEV_LOG_LEVEL is an error here, not silence later
-    trace::detail::start_environment_trace();  // XDEV_TRACE (see core/detail/trace_hook.hpp)
+    (void)log::level();  // a malformed XDEV_LOG_LEVEL is an error here, not silence later
+    // XDEV_TOOLS_LIBS, then XDEV_TRACE, once per process (see core/detail/environment_hooks.hpp)
+    tools::detail::load_environment_libraries();
+    trace::detail::start_environment_trace();
     const CapabilitySet caps = detail::backend_capabilities(backend_);
     const std::size_t inflight = resolve_max_inflight(options, caps);
     std::optional<std::size_t> limit = options.memory_limit;
