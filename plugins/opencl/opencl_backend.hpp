@@ -18,6 +18,10 @@
 ///   last command of each submission carries an event whose `clSetEventCallback` reports the
 ///   completion to xdev: no thread waits per operation. Completions therefore run on the OpenCL
 ///   runtime's callback thread. Host tasks wait for a marker, then run on the backend's own thread.
+/// - Device times: the queues profile their commands (`CL_QUEUE_PROFILING_ENABLE`) where the
+///   device's timer can be put on the host's steady clock (the offset is measured once per device,
+///   at start, from a marker's QUEUED time); each completion then reports when the device started
+///   and ended its submission's last command (`xdev::report_device_times`).
 /// - Every failed OpenCL call is reported with the call and the status by name (cl_error.hpp).
 #pragma once
 
@@ -40,6 +44,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -48,6 +53,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -162,14 +168,28 @@ struct Pending {
   }
 
   xdev::Completion done;
-  std::string what;                      // "OPENCL:0: gemm": prefixes a failure
-  xdev::HostTask then;                   // runs on success before `done` (may throw): result checks
-  std::vector<unsigned char> host_data;  // host memory a read-back writes into (lives until then ran)
+  std::optional<std::int64_t> clock_offset;  // device timer + this = host steady clock (ns), when known
+  std::string what;                          // "OPENCL:0: gemm": prefixes a failure
+  xdev::HostTask then;                       // runs on success before `done` (may throw): result checks
+  std::vector<unsigned char> host_data;      // host memory a read-back writes into (lives until then ran)
 };
 
 // The event callback: reports the submission's status (or `then`'s exception) to xdev.
 inline void CL_CALLBACK on_complete(cl_event ev, cl_int status, void* user) noexcept {
   std::unique_ptr<Pending> p(static_cast<Pending*>(user));
+  // Where the device ran the command (profiling info), on the host's steady clock.
+  std::optional<xdev::DeviceTimes> times;
+  cl_ulong start = 0, end = 0;
+  if (p->clock_offset && status >= 0 &&
+      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) == CL_SUCCESS &&
+      clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS && start != 0 &&
+      end >= start) {
+    const auto at = [&](cl_ulong t) {
+      return std::chrono::steady_clock::time_point(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::nanoseconds(static_cast<std::int64_t>(t) + *p->clock_offset)));
+    };
+    times = xdev::DeviceTimes{at(start), at(end)};
+  }
   clReleaseEvent(ev);
   std::exception_ptr ep;
   if (status < 0) {
@@ -183,6 +203,7 @@ inline void CL_CALLBACK on_complete(cl_event ev, cl_int status, void* user) noex
   }
   auto done = std::move(p->done);
   p.reset();  // before `done`: the backend may be destroyed once the last completion ran
+  if (times) xdev::report_device_times(*times);
   done(std::move(ep));
 }
 
@@ -441,7 +462,7 @@ class OpenCL {
   queue_handle create_queue(std::size_t device) {
     Dev& d = dev(device);
     cl_int err = CL_SUCCESS;
-    cl_command_queue q = clCreateCommandQueue(contexts_[d.context].context, d.id, 0, &err);
+    cl_command_queue q = clCreateCommandQueue(contexts_[d.context].context, d.id, queue_properties(d), &err);
     cl_check(err, d.label, "clCreateCommandQueue");
     try {
       std::lock_guard lk(d.m);
@@ -754,7 +775,44 @@ class OpenCL {
     std::map<std::string, cl_kernel, std::less<>> kernels;
     std::atomic<cl_ulong> allocated{0};
     std::vector<cl_command_queue> stream_queues;  // made by create_queue and not yet destroyed (under m)
+    // The device timer's offset from the host's steady clock (ns), measured at start: set when
+    // the queues profile their commands, which then report where the device ran them.
+    std::optional<std::int64_t> clock_offset;
   };
+
+  static cl_command_queue_properties queue_properties(const Dev& d) noexcept {
+    return d.clock_offset ? CL_QUEUE_PROFILING_ENABLE : 0;
+  }
+
+  // The offset from `q`'s device timer to the host's steady clock: the QUEUED time of a marker,
+  // taken inside clEnqueueMarkerWithWaitList, against the host clock around that call; the
+  // narrowest of a few tries (within microseconds). Nothing when the device does not profile.
+  static std::optional<std::int64_t> measure_clock_offset(cl_command_queue q) noexcept {
+    std::optional<std::int64_t> best;
+    std::int64_t best_window = 0;
+    const auto now = [] {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    };
+    for (int i = 0; i < 5; ++i) {
+      cl_event ev = nullptr;
+      const std::int64_t before = now();
+      if (clEnqueueMarkerWithWaitList(q, 0, nullptr, &ev) != CL_SUCCESS) return std::nullopt;
+      const std::int64_t after = now();
+      cl_ulong queued = 0;
+      const bool ok =
+          clWaitForEvents(1, &ev) == CL_SUCCESS &&
+          clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr) == CL_SUCCESS &&
+          queued != 0;
+      clReleaseEvent(ev);
+      if (!ok) return std::nullopt;
+      if (!best || after - before < best_window) {
+        best = (before + after) / 2 - static_cast<std::int64_t>(queued);
+        best_window = after - before;
+      }
+    }
+    return best;
+  }
 
   // Where the calling thread's commands for `d` go: the bound queue of a stream, else the
   // device's own queue.
@@ -786,6 +844,7 @@ class OpenCL {
   // completion may submit the next op to this device.
   void complete_on(Dev& d, std::unique_lock<std::mutex>& lk, cl_event ev, std::unique_ptr<detail::Pending> p) {
     lk.unlock();
+    p->clock_offset = d.clock_offset;
     detail::Pending* owned = p.release();  // the callback's from here on, possibly before the call returns
     const cl_int err = clSetEventCallback(ev, CL_COMPLETE, &detail::on_complete, owned);
     if (err != CL_SUCCESS) {
@@ -968,7 +1027,14 @@ class OpenCL {
       devices_.push_back(std::move(d));
       Dev& dv = *devices_.back();
       cl_int err = CL_SUCCESS;
-      dv.queue = clCreateCommandQueue(contexts_[dv.context].context, f.id, 0, &err);
+      // Queues profile their commands where the device's timer can be put on the host's clock.
+      dv.queue = clCreateCommandQueue(contexts_[dv.context].context, f.id, CL_QUEUE_PROFILING_ENABLE, &err);
+      if (err == CL_SUCCESS) dv.clock_offset = measure_clock_offset(dv.queue);
+      if (err == CL_SUCCESS && !dv.clock_offset) {
+        clReleaseCommandQueue(dv.queue);
+        dv.queue = nullptr;
+      }
+      if (dv.queue == nullptr) dv.queue = clCreateCommandQueue(contexts_[dv.context].context, f.id, 0, &err);
       cl_check(err, dv.label, "clCreateCommandQueue");
       create_kernels(dv);
       // Work-group sizes: what the device and each compiled kernel allow (registers may limit a

@@ -294,6 +294,54 @@ TEST(NativeMarkers, HooksSeeTheRecordUntilItsPointAndTheWaitAtItsEnqueue) {
   for (auto id : points->events) EXPECT_EQ(id, points->events[0]);
 }
 
+// Markers whose backend says when the device reached them: the k-th at 1000 s + 7.5 ms * k.
+class TimedMarkerBackend : public MarkerBackend {
+ public:
+  using MarkerBackend::MarkerBackend;
+  static std::chrono::steady_clock::time_point reached(int k) {
+    return std::chrono::steady_clock::time_point(std::chrono::seconds(1000)) + std::chrono::microseconds(7500 * k);
+  }
+  marker_handle record_marker(std::size_t d, xdev::Completion done) {
+    const auto at = reached(count_++);
+    return MarkerBackend::record_marker(d, [done = std::move(done), at](std::exception_ptr ep) mutable {
+      xdev::report_device_times({at - std::chrono::microseconds(1), at});
+      done(std::move(ep));
+    });
+  }
+
+ private:
+  int count_ = 0;
+};
+
+TEST(NativeMarkers, ElapsedTimeAndTheHooksUseTheDeviceTimesTheBackendReports) {
+  struct Records final : xdev::tools::Listener {
+    void end(const xdev::tools::Activity& a, const std::exception_ptr&) override {
+      if (a.category != xdev::tools::Category::event_record) return;
+      std::lock_guard lk(m);
+      ends.push_back(a.device_end);
+    }
+    std::mutex m;
+    std::vector<std::chrono::steady_clock::time_point> ends;
+  };
+  xdev::Runtime<TimedMarkerBackend> rt({.max_inflight = 16}, 1);
+  auto s = rt.device(0).make_stream();
+  auto records = std::make_shared<Records>();
+  const auto subscription = xdev::tools::add_listener(records);
+  const xdev::Event first = s.record();
+  const xdev::Event second = s.record();
+  const xdev::Event third = s.record();
+  rt.backend().run_all();
+  third.wait();
+  // Exactly the device's times, whatever the host saw (the markers completed microseconds apart).
+  EXPECT_DOUBLE_EQ(first.elapsed_time(second), 7.5);
+  EXPECT_DOUBLE_EQ(first.elapsed_time(third), 15.0);
+  EXPECT_DOUBLE_EQ(third.elapsed_time(first), -15.0);
+  std::lock_guard lk(records->m);
+  EXPECT_EQ(records->ends,
+            (std::vector<std::chrono::steady_clock::time_point>{
+                TimedMarkerBackend::reached(0), TimedMarkerBackend::reached(1), TimedMarkerBackend::reached(2)}));
+}
+
 TEST(NativeMarkers, AnEventThatIsReadyNeedsNoWait) {
   xdev::Runtime<MarkerBackend> rt({.max_inflight = 16}, 1);
   auto producer = rt.device(0).make_stream();

@@ -158,7 +158,7 @@ TEST(TraceDocument, ARankOfAJobHasItsOwnPidsNamesAndMeetingTime) {
   std::vector<td::Record> records;
   auto add = [&](char phase, std::uint64_t id, const char* device, int us) {
     records.push_back(
-        td::Record{phase, xdev::tools::Category::op, id, "gemm", device, "f32", {}, 3, 0, 0, 0, 1, at(us)});
+        td::Record{phase, xdev::tools::Category::op, id, "gemm", device, "f32", {}, 3, 0, 0, 0, 1, at(us), {}, {}});
   };
   add('B', 1, "HOST:0", 10);
   add('E', 1, "HOST:0", 20);

@@ -156,6 +156,31 @@ TEST_F(OpenCLBackend, TransfersRoundTripAndCrossDevices) {
   b().deallocate(last, c, bytes);
 }
 
+// Profiling: each completion says when the device ran the submission, on the host's steady clock
+// (within the calibration's microseconds of the host's own view of the call), just before it runs.
+TEST_F(OpenCLBackend, EachCompletionSaysWhenTheDeviceRanTheWork) {
+  using clock = std::chrono::steady_clock;
+  std::vector<float> in(1 << 18, 1.0f);
+  const std::size_t bytes = in.size() * sizeof(float);
+  auto a = b().allocate(0, bytes);
+  for (int i = 0; i < 3; ++i) {
+    std::promise<std::optional<xdev::DeviceTimes>> reported;
+    const auto handed = clock::now();
+    b().copy_to_device(0, in.data(), a, 0, bytes, xdev::Completion([&](std::exception_ptr ep) {
+                         if (ep) std::rethrow_exception(ep);
+                         reported.set_value(xdev::detail::take_device_times());
+                       }));
+    const auto times = reported.get_future().get();
+    const auto seen = clock::now();
+    ASSERT_TRUE(times.has_value()) << "no device times reported (CL_QUEUE_PROFILING_ENABLE)";
+    EXPECT_LE(times->begin, times->end);
+    EXPECT_GE(times->begin, handed - std::chrono::milliseconds(2));
+    EXPECT_LE(times->end, seen + std::chrono::milliseconds(2));
+  }
+  EXPECT_FALSE(xdev::detail::take_device_times().has_value()) << "times were left for another completion";
+  b().deallocate(0, a, bytes);
+}
+
 // exp (ABI 1.4) is one of the OpenCL plugin's own kernels, for f32 and the half types: the op's
 // member exists for them (so the plugin table reports them and xdev never takes the fallback).
 TEST_F(OpenCLBackend, ExpRunsOnTheDeviceForF32F16AndBf16) {

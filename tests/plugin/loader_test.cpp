@@ -72,7 +72,7 @@ struct Completion {
     ++self->calls;
     self->status = status;
   }
-  xdev_completion c_struct() { return {sizeof(xdev_completion), this, &Completion::complete}; }
+  xdev_completion c_struct() { return {sizeof(xdev_completion), this, &Completion::complete, nullptr}; }
 };
 
 TEST(Load, ValidatesInitializesAndHandsOutAWorkingTable) {

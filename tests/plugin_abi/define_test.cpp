@@ -37,7 +37,15 @@ struct Completions {
   xdev_status code = -1;
   std::string message;
 
-  xdev_completion c() { return {sizeof(xdev_completion), this, &Completions::complete}; }
+  std::int64_t device_begin = 0, device_end = 0;
+
+  xdev_completion c() { return {sizeof(xdev_completion), this, &Completions::complete, &Completions::times}; }
+  static void times(void* context, std::int64_t begin_ns, std::int64_t end_ns) {
+    auto* self = static_cast<Completions*>(context);
+    std::lock_guard lk(self->m);
+    self->device_begin = begin_ns;
+    self->device_end = end_ns;
+  }
   static void complete(void* context, xdev_status code, const char* message) {
     auto* self = static_cast<Completions*>(context);
     std::lock_guard lk(self->m);
@@ -304,8 +312,8 @@ TEST(DefinePlugin, EveryIncomingStructIsChecked) {
   old_completion.struct_size = 8;
   const xdev_fill_args a = fill_args(XDEV_DTYPE_I32, x, 4, 1);
   EXPECT_EQ(ref.api->fill(c.backend, 0, &a, &old_completion, &err.c), XDEV_ERR_INCOMPATIBLE_ABI);
-  EXPECT_EQ(err.message,
-            "xdev_completion: expected at least " + std::to_string(sizeof(xdev_completion)) + " bytes, got 8");
+  EXPECT_EQ(err.message, "xdev_completion: expected at least " +
+                             std::to_string(xdev::plugin::detail::completion_size_v1_1) + " bytes, got 8");
 
   const xdev_completion dc = done.c();
   const xdev_host_task old_task{4, nullptr, nullptr};
@@ -441,6 +449,37 @@ TEST(DefinePlugin, TheCompletionIsCalledExactlyOnce) {
     EXPECT_EQ(done.message, k.message) << k.value;
   }
   EXPECT_EQ(read_i32(c, x, 4), std::vector<std::int32_t>(4, 3));
+}
+
+// ABI 1.7: device times a backend reports reach the host's completion, in nanoseconds of the
+// steady clock, before `complete`; a host of the 1.1 completion (no `device_times`) still works.
+TEST(DefinePlugin, DeviceTimesReachACompletionThatHasTheFieldAndOnlyThat) {
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  Client c(abi.api);
+  Errors err;
+  xdev_memory x = 0;
+  ASSERT_EQ(abi.api->allocate(c.backend, 0, 64, &x, &err.c), XDEV_OK);
+  const xdev_fill_args timed = fill_args(XDEV_DTYPE_I32, x, 4, 20);  // reported: 1000.001 s to 1000.003 s
+  {
+    Completions done;
+    const xdev_completion dc = done.c();
+    ASSERT_EQ(abi.api->fill(c.backend, 0, &timed, &dc, &err.c), XDEV_OK) << err.message;
+    ASSERT_TRUE(done.wait());
+    EXPECT_EQ(done.code, XDEV_OK);
+    EXPECT_EQ(done.device_begin, 1'000'001'000'000);
+    EXPECT_EQ(done.device_end, 1'000'003'000'000);
+  }
+  {
+    Completions done;
+    xdev_completion old = done.c();
+    old.struct_size = xdev::plugin::detail::completion_size_v1_1;
+    old.device_times = nullptr;  // beyond the struct an older xdev passes
+    ASSERT_EQ(abi.api->fill(c.backend, 0, &timed, &old, &err.c), XDEV_OK) << err.message;
+    ASSERT_TRUE(done.wait());
+    EXPECT_EQ(done.code, XDEV_OK);
+    EXPECT_EQ(done.device_end, 0) << "a field beyond the completion's struct_size was called";
+  }
+  EXPECT_EQ(read_i32(c, x, 4), std::vector<std::int32_t>(4, 20));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // the tables of REF and ABITEST, and over altered copies of REF's table that break the rules.
 #include <xdev/any/any_device.hpp>
 #include <xdev/core/metrics.hpp>
+#include <xdev/core/tools.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/ops/ops.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
@@ -17,11 +18,14 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -234,6 +238,33 @@ TEST(PluginBackend, AnOpThatFailsInThePluginReachesTheFutureWithItsCodeAndMessag
   expect_error(xdev::errc::out_of_memory, [&] { (void)rt.backend().allocate(0, 0xBAD); },
                {"ABITEST: allocate: std::bad_alloc"});
   rt.synchronize();
+}
+
+TEST(PluginBackend, DeviceTimesAPluginReportsReachTheProfilerHooks) {
+  struct Ends final : xdev::tools::Listener {
+    void end(const xdev::tools::Activity& a, const std::exception_ptr&) override {
+      if (a.category != xdev::tools::Category::op) return;
+      std::lock_guard lk(m);
+      times.emplace_back(a.device_begin, a.device_end);
+    }
+    std::mutex m;
+    std::vector<std::pair<std::chrono::steady_clock::time_point, std::chrono::steady_clock::time_point>> times;
+  };
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  Runtime rt({}, abi.api, abi.library);
+  const auto dev = rt.device(0);
+  auto x = to_device(dev, {4}, std::vector<std::int32_t>{1, 2, 3, 4});
+  auto ends = std::make_shared<Ends>();
+  const auto subscription = xdev::tools::add_listener(ends);
+  xdev::ops::fill(dev, x, 20).get();  // the plugin reports 1000.001 s to 1000.003 s
+  xdev::ops::fill(dev, x, 9).get();   // it reports nothing
+  std::lock_guard lk(ends->m);
+  ASSERT_EQ(ends->times.size(), 2u);
+  const auto base = std::chrono::steady_clock::time_point(std::chrono::seconds(1000));
+  EXPECT_EQ(ends->times[0].first, base + std::chrono::milliseconds(1));
+  EXPECT_EQ(ends->times[0].second, base + std::chrono::milliseconds(3));
+  EXPECT_EQ(ends->times[1].second, std::chrono::steady_clock::time_point{})
+      << "the times of one op leaked into the next";
 }
 
 struct TaskError : std::runtime_error {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,10 +33,11 @@ struct EventState {
   std::uint64_t marker = 0;
   unique_function<void()> release_marker;
 
-  void set() {
+  // `reached`: when the device reached the point, if its backend said; else now.
+  void set(std::optional<std::chrono::steady_clock::time_point> reached = std::nullopt) {
     std::vector<unique_function<void()>> run;
     unique_function<void()> release;
-    const auto now = std::chrono::steady_clock::now();  // before the lock: the point, not the wait
+    const auto now = reached ? *reached : std::chrono::steady_clock::now();  // before the lock: the point, not the wait
     {
       std::lock_guard lk(m);
       when = now;
@@ -141,10 +143,11 @@ class Event {
 
   /// Milliseconds from this event's point to `later`'s (negative when `later` was reached first),
   /// as `torch.cuda.Event.elapsed_time` gives them. Both events must come from `Stream::record()`
-  /// and be ready. The times are the host's: the steady clock read when xdev saw each point
-  /// reached (the completion of the work before it), so the figure includes the time a
-  /// completion takes to reach the host (microseconds on the host and OpenCL backends) and is
-  /// exact to the clock's resolution beyond that.
+  /// and be ready. Where the stream's backend reports device times for its markers (OpenCL,
+  /// through profiling info: see `report_device_times`), each point's time is when the device
+  /// reached it, converted to the host's steady clock. Elsewhere it is the steady clock read when
+  /// xdev saw the point reached (the completion of the work before it), which includes the time a
+  /// completion takes to reach the host (microseconds on the host backend).
   /// \throws xdev::error `errc::invalid_argument` for an event that was not recorded (a
   ///         default-constructed one); `errc::unavailable` for one that is not ready yet.
   [[nodiscard]] double elapsed_time(const Event& later) const {
@@ -161,8 +164,9 @@ class Event {
     s->recorded = true;
     return Event(std::move(s));
   }
-  /// For streams: marks the event ready and runs its waiters.
-  void set() const { state_->set(); }
+  /// For streams: marks the event ready and runs its waiters; `reached` is when the device
+  /// reached the point, where its backend reported it (else now).
+  void set(std::optional<std::chrono::steady_clock::time_point> reached = std::nullopt) const { state_->set(reached); }
   /// For streams: the shared state (where a native marker of the recording stream is kept).
   [[nodiscard]] detail::EventState& state() const noexcept { return *state_; }
 

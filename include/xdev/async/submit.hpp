@@ -222,8 +222,8 @@ struct activity_tag {
 };
 
 // The activity of work on `q`'s device and `chain`'s stream, as the hooks report it.
-inline tools::Activity activity_of(const activity_tag& t, std::uint64_t id, const DeviceQueue& q,
-                                   const OpChain* chain) noexcept {
+inline tools::Activity activity_of(const activity_tag& t, std::uint64_t id, const DeviceQueue& q, const OpChain* chain,
+                                   const std::optional<DeviceTimes>& device = std::nullopt) noexcept {
   return tools::Activity{id,
                          t.category,
                          t.name,
@@ -233,7 +233,9 @@ inline tools::Activity activity_of(const activity_tag& t, std::uint64_t id, cons
                          t.dtype != nullptr ? std::string_view(t.dtype) : std::string_view(),
                          std::chrono::steady_clock::now(),
                          0,
-                         0};
+                         0,
+                         device ? device->begin : std::chrono::steady_clock::time_point{},
+                         device ? device->end : std::chrono::steady_clock::time_point{}};
 }
 
 /// A launch that is one enqueue on the stream's queue (see `ChainNode::queue_ordered`): what the
@@ -331,7 +333,8 @@ class submit_node final : public ChainNode {
   // Tells the hooks the work is over (when they were told it began).
   void end_activity(const std::exception_ptr& ep) noexcept {
     if constexpr (is_ordered_launch<Launch>) {
-      if (activity_ != 0) tools::detail::emit_end(activity_of(launch_.tag, activity_, *q_, chain().get()), ep);
+      if (activity_ != 0)
+        tools::detail::emit_end(activity_of(launch_.tag, activity_, *q_, chain().get(), device_times()), ep);
     }
   }
 

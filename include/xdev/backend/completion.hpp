@@ -4,7 +4,10 @@
 
 #include <xdev/core/detail/unique_function.hpp>
 
+#include <chrono>
 #include <exception>
+#include <optional>
+#include <utility>
 
 namespace xdev {
 
@@ -17,6 +20,28 @@ using Completion = detail::unique_function<void(std::exception_ptr)>;
 
 /// A host function to run in device order (what `Device::execute` submits).
 using HostTask = detail::unique_function<void()>;
+
+/// Where a device ran a piece of work, on the host's steady clock.
+struct DeviceTimes {
+  std::chrono::steady_clock::time_point begin;
+  std::chrono::steady_clock::time_point end;
+};
+
+namespace detail {
+inline thread_local std::optional<DeviceTimes> completing_device_times;
+/// What the backend reported for the completion now being called (once: it is cleared).
+inline std::optional<DeviceTimes> take_device_times() noexcept {
+  return std::exchange(completing_device_times, std::nullopt);
+}
+}  // namespace detail
+
+/// For backends that know when the device ran the work (OpenCL profiling info, CUDA events):
+/// called just before the work's `Completion`, on the same thread, with the times converted to
+/// the host's steady clock. xdev takes them at that call: an operation's profiler hooks and trace
+/// slice, and an event's `elapsed_time`, then use the device's times instead of the host's view.
+inline void report_device_times(DeviceTimes times) noexcept {
+  detail::completing_device_times = times;
+}
 
 namespace detail {
 // Set by a launch that is not one enqueue on a bound native queue (an op's CPU fallback: its first

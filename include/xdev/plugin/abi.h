@@ -66,8 +66,13 @@ extern "C" {
  *   `bind_queue`. Older tables end before them and are still accepted: xdev reads them only for a
  *   1.6 or newer table whose `struct_size` covers them, uses them only when all three are non-null
  *   and the table has queues, and otherwise holds a stream that waits for another stream's event on
- *   the host until the event is ready. */
-#define XDEV_ABI_MINOR 6
+ *   the host until the event is ready.
+ * - 1.7 appends `device_times` to `xdev_completion` (the host's struct, not the table): a plugin
+ *   may report where the device ran a piece of work, just before completing it. The table's layout
+ *   is unchanged. A plugin reads the field only when the completion's `struct_size` covers it (an
+ *   older xdev passes the 1.1 struct), and accepts a completion of the 1.1 size; xdev passes it to
+ *   every plugin, whose older builds ignore it. */
+#define XDEV_ABI_MINOR 7
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -147,11 +152,19 @@ typedef struct xdev_error {
 } xdev_error;
 
 /* Reports the end of asynchronous work: `complete(context, XDEV_OK, NULL)` on success, or an error
- * code and message (copied during the call). Called exactly once. */
+ * code and message (copied during the call). Called exactly once.
+ *
+ * Since 1.7 (present when `struct_size` covers it; may be null): `device_times(context, begin_ns,
+ * end_ns)`, called at most once, on the thread that calls `complete`, just before it, says when the
+ * device began and ended the work, in nanoseconds of the host's CLOCK_MONOTONIC (the plugin
+ * converts its device clock). xdev then shows the device's times in its traces and profiler hooks
+ * and uses them for `Event::elapsed_time`. */
 typedef struct xdev_completion {
   size_t struct_size;
   void* context;
   void (*complete)(void* context, xdev_status code, const char* message);
+  /* ---- since 1.7 ---- */
+  void (*device_times)(void* context, int64_t begin_ns, int64_t end_ns);
 } xdev_completion;
 
 /* Host code to run in device order (what xdev's `execute` submits). `run` never throws or longjmps;

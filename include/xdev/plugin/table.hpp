@@ -71,6 +71,11 @@ static_assert(queues_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates
 inline constexpr std::uint32_t markers_minor = 6;
 static_assert(markers_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates native markers");
 
+/// The ABI minor that appended `device_times` to `xdev_completion` (the table is unchanged).
+inline constexpr std::uint32_t device_times_minor = 7;
+static_assert(device_times_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates device times");
+// (detail::completion_size_v1_1, in detail/abi_bridge.hpp, is the completion's size before it.)
+
 namespace detail {
 
 /// The size of a table of ABI 1.5: everything before `record_marker`, which 1.6 appended.

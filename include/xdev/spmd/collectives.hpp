@@ -308,9 +308,12 @@ struct collective_initiation {
   }
 
   [[nodiscard]] tools::Activity activity_of(std::uint64_t id) const noexcept {
-    return tools::Activity{
-        id, tools::Category::collective, plan->what, error_sink->name(), 0, 0, {}, std::chrono::steady_clock::now(), 0,
-        0};
+    return tools::Activity{id,         tools::Category::collective,
+                           plan->what, error_sink->name(),
+                           0,          0,
+                           {},         std::chrono::steady_clock::now(),
+                           0,          0,
+                           {},         {}};
   }
 };
 

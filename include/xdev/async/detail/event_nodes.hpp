@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <utility>
 
 namespace xdev::detail {
@@ -35,10 +36,15 @@ class event_activity {
     id_ = tools::detail::next_activity_id();
     tools::detail::emit_begin(activity());
   }
-  void end() noexcept {
+  void end(const std::optional<DeviceTimes>& device = std::nullopt) noexcept {
     if (id_ == 0) return;
     static const std::exception_ptr none;
-    tools::detail::emit_end(activity(), none);
+    tools::Activity a = activity();
+    if (device) {
+      a.device_begin = device->begin;
+      a.device_end = device->end;
+    }
+    tools::detail::emit_end(a, none);
     id_ = 0;
   }
 
@@ -53,7 +59,9 @@ class event_activity {
                            {},
                            std::chrono::steady_clock::now(),
                            0,
-                           event_};
+                           event_,
+                           {},
+                           {}};
   }
 
   std::shared_ptr<DeviceQueue> q_;
@@ -86,8 +94,9 @@ class record_node final : public event_node {
     event_.state().attach_marker(q, m, [q, m] { q->release_marker(m); });  // the chain outlives the node
   }
   void finish(std::exception_ptr) noexcept override {
-    tool_.end();
-    event_.set();
+    // The point is reached where the device reached its marker, when the backend says when.
+    tool_.end(device_times());
+    event_.set(device_times() ? std::optional(device_times()->end) : std::nullopt);
   }
 };
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -145,6 +146,10 @@ class ChainNode {
   /// From `finish`: whether an operation waits on this node's chain (see OpChain::operation_queued).
   [[nodiscard]] inline bool chain_has_operation_queued() const;
 
+  /// From `finish`: where the device ran the work, when its backend reported it (see
+  /// `report_device_times`).
+  [[nodiscard]] const std::optional<DeviceTimes>& device_times() const noexcept { return device_times_; }
+
  private:
   friend class OpChain;
 
@@ -159,6 +164,7 @@ class ChainNode {
     }
     void operator()(std::exception_ptr ep) {
       if (ChainNode* n = std::exchange(n_, nullptr)) {
+        n->device_times_ = take_device_times();  // what the backend reported for this completion
         n->complete(std::move(ep));
         n->unref();
       }
@@ -220,6 +226,7 @@ class ChainNode {
   // Native chains: the outcome, kept until the node's turn to be delivered comes; whether this
   // node holds back the starts after it.
   std::exception_ptr result_;
+  std::optional<DeviceTimes> device_times_;  // set before `complete`, read by `finish`
   bool done_ = false;
   bool holds_back_ = false;
   OpChain* chain_ = nullptr;  // kept alive by chain_ref_ until the node completes

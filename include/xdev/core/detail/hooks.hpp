@@ -66,6 +66,11 @@ struct Activity {
   /// `event_record` and `event_wait`: the recorded point, unique in the process, so that a tool
   /// can draw an arrow from the record to each wait it releases; 0 elsewhere.
   std::uint64_t event = 0;
+  /// At the `end` of an op, transfer, host task or record whose backend reports device times
+  /// (`report_device_times`: OpenCL): when the device began and ended it, on the same steady
+  /// clock as `time`. Both zero (the clock's epoch) when the backend does not say.
+  std::chrono::steady_clock::time_point device_begin{};
+  std::chrono::steady_clock::time_point device_end{};
 };
 
 namespace detail {
@@ -119,7 +124,8 @@ class scoped_activity {
   scoped_activity(Category c, std::string_view name, std::string_view device, std::uint64_t stream = 0,
                   std::uint64_t bytes = 0) noexcept {
     if (!active()) return;
-    a_ = Activity{next_activity_id(), c, name, device, stream, bytes, {}, std::chrono::steady_clock::now(), 0, 0};
+    a_ = Activity{
+        next_activity_id(), c, name, device, stream, bytes, {}, std::chrono::steady_clock::now(), 0, 0, {}, {}};
     emit_begin(a_);
   }
   scoped_activity(const scoped_activity&) = delete;
@@ -156,7 +162,7 @@ inline void instant(Category c, std::string_view name, std::string_view device, 
                     std::uint64_t in_use = 0) noexcept {
   if (!active()) return;
   emit_instant(
-      Activity{next_activity_id(), c, name, device, 0, bytes, {}, std::chrono::steady_clock::now(), in_use, 0});
+      Activity{next_activity_id(), c, name, device, 0, bytes, {}, std::chrono::steady_clock::now(), in_use, 0, {}, {}});
 }
 
 }  // namespace detail

@@ -135,6 +135,9 @@ constexpr bool is_plugin_name(const char* s) noexcept {
 
 /// \throws xdev::error `errc::incompatible_abi` "<what>: expected at least <expected> bytes, got <got>"
 /// when a struct received from the other side is smaller than the oldest version this side reads.
+/// The size of `xdev_completion` before 1.7 appended `device_times` (what an older xdev passes).
+inline constexpr std::size_t completion_size_v1_1 = offsetof(xdev_completion, device_times);
+
 inline void check_struct_size(std::size_t got, std::size_t expected, const char* what) {
   if (got < expected)
     throw error(errc::incompatible_abi, std::string(what) + ": expected at least " + std::to_string(expected) +

@@ -11,6 +11,8 @@
 #include <xdev/plugin/detail/abi_bridge.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -71,7 +73,7 @@ class AsyncCall {
   }
 
   [[nodiscard]] xdev_completion completion() noexcept {
-    return {sizeof(xdev_completion), this, &AsyncCall::on_complete};
+    return {sizeof(xdev_completion), this, &AsyncCall::on_complete, &AsyncCall::on_device_times};
   }
   [[nodiscard]] xdev_host_task host_task() noexcept { return {sizeof(xdev_host_task), this, &AsyncCall::on_run}; }
 
@@ -105,6 +107,16 @@ class AsyncCall {
       done(std::move(ep));
     } catch (...) {
     }
+  }
+
+  // Since ABI 1.7: where the device ran the work, just before `on_complete` on the same thread;
+  // handed on to the completion the way a typed backend reports it.
+  static void on_device_times(void*, std::int64_t begin_ns, std::int64_t end_ns) noexcept {
+    const auto at = [](std::int64_t ns) {
+      return std::chrono::steady_clock::time_point(
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::nanoseconds(ns)));
+    };
+    if (begin_ns > 0 && end_ns >= begin_ns) report_device_times({at(begin_ns), at(end_ns)});
   }
 
   static void on_run(void* context) noexcept {

@@ -11,7 +11,11 @@
 #include <xdev/core/error.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -56,11 +60,22 @@ xdev_status guarded(xdev_error* err, F&& f) noexcept {
 /// that a plugin whose pool the calling thread used still unloads.)
 class CompletionState {
  public:
-  explicit CompletionState(const xdev_completion& c) noexcept : c_(c) {}
+  /// `c` is the host's completion, of `c.struct_size` bytes (at least the 1.1 size): what this
+  /// build knows beyond it reads as null.
+  explicit CompletionState(const xdev_completion& c) noexcept {
+    std::memcpy(&c_, &c, std::min(c.struct_size, sizeof c_));
+  }
 
-  /// The backend called its completion.
+  /// The backend called its completion (after `report_device_times`, when it knows them).
   void complete(std::exception_ptr ep) noexcept {
     if ((state_.fetch_or(finished, std::memory_order_acq_rel) & finished) != 0) return;
+    if (const auto times = xdev::detail::take_device_times(); times && c_.device_times != nullptr) {
+      const auto ns = [](std::chrono::steady_clock::time_point t) {
+        return static_cast<std::int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+      };
+      c_.device_times(c_.context, ns(times->begin), ns(times->end));
+    }
     if (!ep) return c_.complete(c_.context, XDEV_OK, nullptr);
     const Failure f = failure_of(std::move(ep));
     c_.complete(c_.context, f.code, f.message.c_str());
@@ -108,7 +123,7 @@ class CompletionState {
                 "the backend destroyed the completion of an operation without calling it");
   }
 
-  xdev_completion c_;
+  xdev_completion c_{};
   std::atomic<unsigned> state_{in_call};
 };
 
@@ -140,7 +155,7 @@ xdev_status run_async(xdev_error* err, const xdev_completion* done, F&& f) noexc
   std::shared_ptr<CompletionState> state;
   auto failure = capture([&] {
     if (done == nullptr) throw error(errc::invalid_argument, "the completion is null");
-    check_struct_size(done->struct_size, sizeof(xdev_completion), "xdev_completion");
+    check_struct_size(done->struct_size, completion_size_v1_1, "xdev_completion");
     if (done->complete == nullptr) throw error(errc::invalid_argument, "xdev_completion::complete is null");
     state = std::allocate_shared<CompletionState>(xdev::detail::pool_allocator<CompletionState>{}, *done);
     std::forward<F>(f)(Completion(CompletionHandle(state)));
