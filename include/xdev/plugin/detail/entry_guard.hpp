@@ -68,8 +68,9 @@ class CompletionState {
 
   /// The backend called its completion (after `report_device_times`, when it knows them).
   void complete(std::exception_ptr ep) noexcept {
+    const auto times = xdev::detail::take_device_times();  // this call's, whatever happens next
     if ((state_.fetch_or(finished, std::memory_order_acq_rel) & finished) != 0) return;
-    if (const auto times = xdev::detail::take_device_times(); times && c_.device_times != nullptr) {
+    if (times && c_.device_times != nullptr) {
       const auto ns = [](std::chrono::steady_clock::time_point t) {
         return static_cast<std::int64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
