@@ -6,8 +6,8 @@
 /// through them); xdev/plugin/define.hpp is for plugin libraries.
 #pragma once
 
-#include <xdev/plugin/abi.h>
 #include <xdev/core/tools_abi.h>
+#include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>

@@ -33,11 +33,7 @@ extern "C" {
 #define XDEV_TOOLS_ENTRY_NAME "xdev_tools_entry_v1"
 
 /* What a callback reports (xdev::tools::Listener's begin, end and instant). */
-typedef enum xdev_tools_phase {
-  XDEV_TOOLS_BEGIN = 0,
-  XDEV_TOOLS_END = 1,
-  XDEV_TOOLS_INSTANT = 2
-} xdev_tools_phase;
+typedef enum xdev_tools_phase { XDEV_TOOLS_BEGIN = 0, XDEV_TOOLS_END = 1, XDEV_TOOLS_INSTANT = 2 } xdev_tools_phase;
 
 /* One activity (xdev::tools::Activity). `category` is the value of xdev::tools::Category and
  * `category_name` its name ("op", "transfer", ...; new categories may appear: skip what you do
