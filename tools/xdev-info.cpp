@@ -13,6 +13,7 @@
 // Exit status: 0 all requested backends work; 1 a requested backend (or XDEV_DEVICE) failed;
 // 2 bad command line.
 #include <xdev/plugin/abi.h>
+#include <xdev/any/device_filter.hpp>
 #include <xdev/any/registry.hpp>
 #include <xdev/core/detail/json.hpp>
 #include <xdev/version.hpp>
@@ -164,14 +165,20 @@ int print_json(const std::vector<std::string>& requested) {
     status = 1;
   }
   try {
-    const std::string chosen = xdev::Registry::global().default_backend();
+    auto& global = xdev::Registry::global();
+    const std::string chosen = global.default_backend();
+    std::vector<std::string> defaults, visible;
+    for (const auto& d : global.default_devices()) defaults.push_back(quote(d.name()));
+    for (const auto& d : global.visible_devices()) visible.push_back(quote(d.name()));
     doc.add("default_backend",
             Object()
                 .str("name", chosen)
                 .str("chosen_by", xdev::getenv_string("XDEV_DEVICE") ? "XDEV_DEVICE" : "highest priority")
+                .add("devices", array(defaults))
                 .json());
+    doc.add("visible_devices", array(visible));
   } catch (const std::exception& e) {
-    doc.add("default_backend", "null");
+    doc.add("default_backend", "null").add("visible_devices", "null");
     errors.push_back(quote(e.what()));
     status = 1;
   }
@@ -278,9 +285,16 @@ int main(int argc, char** argv) {
 
   std::cout << '\n';
   try {
-    const std::string chosen = xdev::Registry::global().default_backend();
+    auto& global = xdev::Registry::global();
+    const std::string chosen = global.default_backend();
+    const auto filter = xdev::getenv_string("XDEV_DEVICE");
     std::cout << "default backend: " << chosen
-              << (xdev::getenv_string("XDEV_DEVICE") ? " (XDEV_DEVICE)" : " (highest priority)") << '\n';
+              << (filter ? " (XDEV_DEVICE=" + xdev::DeviceFilter::printable(*filter) + ")" : " (highest priority)")
+              << '\n';
+    std::string defaults, visible;
+    for (const auto& d : global.default_devices()) defaults += (defaults.empty() ? "" : ", ") + d.name();
+    for (const auto& d : global.visible_devices()) visible += (visible.empty() ? "" : ", ") + d.name();
+    std::cout << "default devices: " << defaults << '\n' << "visible devices: " << visible << '\n';
   } catch (const std::exception& e) {
     std::cout << "default backend: none\n";
     std::cerr << "xdev-info: " << e.what() << '\n';

@@ -9,6 +9,8 @@
 #include <xdev/core/tools_abi.h>
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
+#include <xdev/any/device_filter.hpp>
+#include <xdev/any/selector.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/queue.hpp>

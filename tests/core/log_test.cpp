@@ -173,7 +173,8 @@ TEST_F(Log, DefaultDeviceSelectionSaysWhatItChoseAtDebug) {
 
   const ScopedEnv host("XDEV_DEVICE", "HOST");
   EXPECT_EQ(registry.default_backend(), "HOST");
-  EXPECT_THAT(messages_of("registry"), testing::Contains(HasSubstr("default backend: HOST (XDEV_DEVICE=HOST)")));
+  EXPECT_THAT(messages_of("registry"),
+              testing::Contains(HasSubstr("default backend: HOST (named by XDEV_DEVICE=HOST)")));
 }
 
 TEST_F(Log, NothingIsSaidAtTheDefaultThresholdWhenAllGoesWell) {

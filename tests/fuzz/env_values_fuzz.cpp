@@ -74,10 +74,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     }
     case 6: {
-      // XDEV_DEVICE over a registry without plugins: HOST, or an error naming the variable.
+      // XDEV_DEVICE over a registry without plugins: HOST and only HOST devices, or an error naming
+      // the variable (a malformed value, a name or device that does not exist, nothing left).
       static auto* registry = new xdev::Registry(xdev::plugin::SearchPath{});
       ScopedVariable v("XDEV_DEVICE", value);
-      expect_accepted_or_named("XDEV_DEVICE", [] { XDEV_FUZZ_CHECK(registry->default_backend() == "HOST"); });
+      xdev_fuzz::accepted_or_named("XDEV_DEVICE",
+                                   {xdev::errc::invalid_argument, xdev::errc::not_found, xdev::errc::unavailable}, [] {
+                                     XDEV_FUZZ_CHECK(registry->default_backend() == "HOST");
+                                     const auto visible = registry->visible_devices();
+                                     XDEV_FUZZ_CHECK(!visible.empty());
+                                     for (const auto& d : visible) XDEV_FUZZ_CHECK(d.type_name() == "HOST");
+                                   });
       break;
     }
     case 7: {

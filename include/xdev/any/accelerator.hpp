@@ -5,7 +5,7 @@
 ///
 ///     if (xdev::accelerator::is_available()) {
 ///       xdev::AnyDevice dev = xdev::accelerator::current_device();   // "REF:0", "HOST:0", ...
-///       xdev::accelerator::DeviceGuard guard(1);                      // device 1 until scope exit
+///       xdev::DeviceScope scope(1);                                   // device 1 until scope exit
 ///       ...
 ///       xdev::accelerator::synchronize();
 ///     }
@@ -16,13 +16,16 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/registry.hpp>
+#include <xdev/any/selector.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <exception>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,11 +72,12 @@ inline std::optional<AnyDevice> spmd_virtual_device() {
   return Registry::global().default_backend();
 }
 
-/// The selected backend's devices, in ordinal order.
+/// The selected backend's devices that `XDEV_DEVICE` leaves visible, in its order (all of them,
+/// in ordinal order, without it): `XDEV_DEVICE=OPENCL:1` gives `{OPENCL:1}`, so ordinal 0 below
+/// is OPENCL:1 (as `CUDA_VISIBLE_DEVICES` renumbers).
 /// \throws xdev::error as `current_backend`.
 [[nodiscard]] inline std::vector<AnyDevice> devices() {
-  auto& r = Registry::global();
-  return r.devices(r.default_backend());
+  return Registry::global().default_devices();
 }
 
 /// How many devices the selected backend has; with SPMD on, how many physical devices the SPMD
@@ -106,7 +110,7 @@ inline std::optional<AnyDevice> spmd_virtual_device() {
   return all.front();
 }
 
-/// Makes device `ordinal` of the selected backend this thread's current device.
+/// Makes device `ordinal` of `devices()` this thread's current device.
 /// \throws xdev::error `errc::not_found` naming the device and how many exist.
 inline void set_current_device(std::size_t ordinal) {
   auto all = devices();
@@ -146,24 +150,82 @@ inline void synchronize() {
   if (first) std::rethrow_exception(first);
 }
 
-/// Sets this thread's current device for a scope and restores the previous one at its end.
+}  // namespace xdev::accelerator
+
+namespace xdev {
+
+/// Sets this thread's current device for a scope (`accelerator::current_device()` follows it)
+/// and restores the previous one at its end; scopes nest. PyTorch's `torch.accelerator.device_index`
+/// context manager, c10's `DeviceGuard`.
 ///
 ///     {
-///       xdev::accelerator::DeviceGuard g(1);
-///       run_on(xdev::accelerator::current_device());   // device 1
-///     }                                                 // back to the previous device
-class DeviceGuard {
+///       xdev::DeviceScope s(xdev::selectors::backend("OPENCL"));   // the best OPENCL device
+///       run_on(xdev::accelerator::current_device());
+///     }                                                          // back to the previous device
+class DeviceScope {
  public:
-  /// \throws xdev::error as `set_current_device`.
-  explicit DeviceGuard(std::size_t ordinal) : previous_(detail::current) { set_current_device(ordinal); }
-  /// \throws xdev::error as `set_current_device`.
-  explicit DeviceGuard(const AnyDevice& device) : previous_(detail::current) { set_current_device(device); }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-  ~DeviceGuard() { detail::current = std::move(previous_); }
+  /// Device `ordinal` of `accelerator::devices()`. \throws xdev::error as `set_current_device`.
+  explicit DeviceScope(std::size_t ordinal) : previous_(accelerator::detail::current) {
+    accelerator::set_current_device(ordinal);
+  }
+  /// `device`, of any backend. \throws xdev::error as `set_current_device`.
+  explicit DeviceScope(const AnyDevice& device) : previous_(accelerator::detail::current) {
+    accelerator::set_current_device(device);
+  }
+  /// The device `selector` chooses (`select_device`). \throws xdev::error as `select_device`.
+  template <class S>
+  requires(!std::convertible_to<S, std::size_t> && !std::convertible_to<S, AnyDevice> &&
+           DeviceSelector<S>) explicit DeviceScope(const S& selector);
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  ~DeviceScope() { accelerator::detail::current = std::move(previous_); }
 
  private:
   std::optional<AnyDevice> previous_;
 };
 
-}  // namespace xdev::accelerator
+namespace accelerator {
+/// The scoped current device under its `torch.accelerator` name.
+using DeviceGuard = xdev::DeviceScope;
+}  // namespace accelerator
+
+/// The device `selector` scores highest among every device this process sees
+/// (`Registry::visible_devices()`: `XDEV_DEVICE` limits them). Ties go to the higher-priority
+/// backend, then to the lower ordinal.
+/// \throws xdev::error `errc::not_found` listing every device with the reason it was rejected,
+///         the backends that are unavailable and why, and what `XDEV_DEVICE` hid; as
+///         `Registry::visible_devices` for a malformed `XDEV_DEVICE`.
+template <DeviceSelector S>
+[[nodiscard]] AnyDevice select_device(const S& selector) {
+  auto& r = Registry::global();
+  const std::vector<AnyDevice> candidates = r.visible_devices();
+  std::string context;
+  for (const auto& b : r.backends())
+    if (!b.available) context += (context.empty() ? "" : ", ") + b.name + " (" + b.why_unavailable + ")";
+  if (!context.empty()) context = "unavailable backends: " + context;
+  if (auto v = getenv_string("XDEV_DEVICE"); v && !v->empty())
+    context += (context.empty() ? "" : "; ") + ("XDEV_DEVICE=" + DeviceFilter::printable(*v)) +
+               " left only these devices as candidates";
+  return select_device(selector, std::span<const AnyDevice>(candidates), context);
+}
+
+/// Today's default rule as a selector: device 0 of `accelerator::devices()` scores 2, the rest of
+/// the selected backend's visible devices 1, every other device 0.
+/// \throws xdev::error as `accelerator::current_backend`.
+[[nodiscard]] inline selectors::Selector default_selector() {
+  std::vector<AnyDevice> chosen = accelerator::devices();
+  return selectors::Selector([chosen = std::move(chosen)](const AnyDevice& d) {
+    for (std::size_t i = 0; i < chosen.size(); ++i)
+      if (chosen[i] == d) return Score(i == 0 ? 2 : 1);
+    return Score(0);
+  });
+}
+
+template <class S>
+requires(!std::convertible_to<S, std::size_t> && !std::convertible_to<S, AnyDevice> &&
+         DeviceSelector<S>) DeviceScope::DeviceScope(const S& selector)
+    : previous_(accelerator::detail::current) {
+  accelerator::set_current_device(select_device(selector));
+}
+
+}  // namespace xdev

@@ -125,6 +125,9 @@ class AnyDevice {
   [[nodiscard]] CapabilitySet capability_set() const noexcept {
     return valid() ? model_->identity.capabilities : CapabilitySet{};
   }
+  /// True when the host can address the device's memory directly (the backend models
+  /// `concepts::HostAccessibleBackend`, as the host backend does); false when `!valid()`.
+  [[nodiscard]] bool host_accessible() const noexcept { return valid() && model_->identity.host_accessible; }
   /// True when both handles belong to the same runtime (a copy between them is possible).
   [[nodiscard]] bool same_runtime(const AnyDevice& o) const noexcept {
     return valid() && o.valid() && model_->identity.runtime == o.model_->identity.runtime;

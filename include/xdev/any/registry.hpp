@@ -18,6 +18,7 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/detail/reaper.hpp>
+#include <xdev/any/device_filter.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
@@ -206,13 +207,7 @@ class Registry {
     std::lock_guard lock(mutex_);
     discover_locked();
     std::vector<BackendInfo> out;
-    for (auto& e : entries_) {
-      ensure_created_locked(e, /*asked=*/false);
-      out.push_back(info_locked(e));
-    }
-    std::stable_sort(out.begin(), out.end(), [](const BackendInfo& a, const BackendInfo& b) {
-      return a.priority != b.priority ? a.priority > b.priority : a.name < b.name;
-    });
+    for (Entry* e : priority_order_locked()) out.push_back(info_locked(*e));
     return out;
   }
 
@@ -238,47 +233,41 @@ class Registry {
     return e->devices;
   }
 
-  /// The default backend's name: `XDEV_DEVICE` when set (it must name a backend that has
-  /// devices), else the available backend of highest priority (HOST, priority -100, is the last
-  /// resort; a plugin declaring a lower priority, like the reference plugin, is only used by name).
-  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_DEVICE` (naming the
+  /// The default backend's name. With `XDEV_DEVICE` set (docs/devices.md has its grammar), the
+  /// first backend its terms list that keeps a visible device; else the available backend of
+  /// highest priority (HOST, priority -100, is the last resort; a plugin declaring a lower
+  /// priority, like the reference plugin, is only used by name).
+  /// \throws xdev::error `errc::invalid_argument` for a malformed `XDEV_DEVICE` (quoting the
   ///         variable, its value and what is accepted), `errc::not_found` listing the backends
-  ///         when it names none, or the backend's own error when its client cannot be created.
+  ///         when it names none or naming a device that does not exist, `errc::unavailable` when it
+  ///         leaves no device visible, or the backend's own error when a client that it names
+  ///         cannot be created.
   [[nodiscard]] std::string default_backend() {
-    if (auto requested = getenv_string("XDEV_DEVICE")) {
-      check_name_text(*requested, "XDEV_DEVICE=" + *requested);
-      std::lock_guard lock(mutex_);
-      discover_locked();
-      Entry* e = find_locked(*requested);
-      if (e == nullptr)
-        throw error(errc::not_found, "XDEV_DEVICE=" + *requested + " names no backend; " + available_locked() +
-                                         " (search path: \"" + path_.to_string() +
-                                         "\"; see xdev-info for every plugin file and why it was skipped)");
-      ensure_created_locked(*e, /*asked=*/true);
-      if (e->devices.empty())
-        throw error(errc::unavailable, "XDEV_DEVICE=" + *requested + ": backend " + e->name + " has no devices");
-      if (log::enabled(log::Level::debug))
-        log::write(log::Level::debug, "registry",
-                   "default backend: " + e->name + " (XDEV_DEVICE=" + *requested + "), " +
-                       std::to_string(e->devices.size()) + " device(s)");
-      return e->name;
-    }
-    for (const auto& b : backends()) {
-      if (b.available && (b.name == "HOST" || b.priority >= host_priority)) {
-        if (log::enabled(log::Level::debug))
-          log::write(log::Level::debug, "registry",
-                     "default backend: " + b.name + " (priority " + std::to_string(b.priority) +
-                         ", the highest of the available backends; XDEV_DEVICE is unset)");
-        return b.name;
-      }
-      if (log::enabled(log::Level::debug))
-        log::write(log::Level::debug, "registry",
-                   "not the default backend: " + b.name + " (" +
-                       (b.available ? "priority " + std::to_string(b.priority) + ", below HOST's"
-                                    : "unavailable: " + b.why_unavailable) +
-                       ")");
-    }
-    throw error(errc::unavailable, "no backend has a device (not even HOST)");
+    std::lock_guard lock(mutex_);
+    return default_entry_locked(visible_locked()).name;
+  }
+
+  /// Every device `XDEV_DEVICE` leaves visible, in its order (without it: every device of every
+  /// available backend, backends by priority, devices by ordinal). What `select_device` chooses
+  /// from. \throws xdev::error as `default_backend`.
+  [[nodiscard]] std::vector<AnyDevice> visible_devices() {
+    std::lock_guard lock(mutex_);
+    std::vector<AnyDevice> out;
+    for (const auto& [e, i] : visible_locked().devices) out.push_back(e->devices[i]);
+    return out;
+  }
+
+  /// The default backend's visible devices, in `XDEV_DEVICE`'s order (`XDEV_DEVICE=OPENCL:1`
+  /// gives `{OPENCL:1}`): what `accelerator::devices()` returns. \throws xdev::error as
+  /// `default_backend`.
+  [[nodiscard]] std::vector<AnyDevice> default_devices() {
+    std::lock_guard lock(mutex_);
+    const Visible v = visible_locked();
+    const Entry& chosen = default_entry_locked(v);
+    std::vector<AnyDevice> out;
+    for (const auto& [e, i] : v.devices)
+      if (e == &chosen) out.push_back(e->devices[i]);
+    return out;
   }
 
  private:
@@ -321,27 +310,137 @@ class Registry {
     };
   }
 
-  static bool valid_name(std::string_view n) {
-    if (n.empty() || n.size() > 64 || !std::isalpha(static_cast<unsigned char>(n[0]))) return false;
-    return std::all_of(n.begin(), n.end(),
-                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-  }
-  static void check_name_text(std::string_view n, const std::string& where) {
-    if (!valid_name(n))
-      throw error(errc::invalid_argument, where +
-                                              ": not a backend name (accepted: a letter, then letters, digits or "
-                                              "'_', at most 64 characters, e.g. HOST or OPENCL)");
-  }
   static void check_name(const std::string& n, const char* where) {
-    check_name_text(n, std::string(where) + "(\"" + n + "\")");
+    if (!DeviceFilter::valid_name(n))
+      throw error(errc::invalid_argument, std::string(where) + "(\"" + n +
+                                              "\"): not a backend name (accepted: a letter, then letters, digits or "
+                                              "'_', at most 64 characters, e.g. HOST or OPENCL)");
     if (!std::all_of(n.begin(), n.end(), [](char c) { return !std::islower(static_cast<unsigned char>(c)); }))
       throw error(errc::invalid_argument,
                   std::string(where) + "(\"" + n + "\"): backend names are upper case (e.g. \"HOST\")");
   }
-  static bool same_name(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-             return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
-           });
+
+  // What XDEV_DEVICE leaves visible: (backend, ordinal) pairs in order, and which backends a term
+  // without '!' named (those may be the default whatever their priority).
+  struct Visible {
+    std::vector<std::pair<Entry*, std::size_t>> devices;
+    std::vector<const Entry*> named;
+    std::string source;  // "XDEV_DEVICE=value", or empty when unset
+  };
+
+  // Every entry, each client created (a failure listed, not thrown), highest priority first.
+  std::vector<Entry*> priority_order_locked() {
+    std::vector<std::pair<Entry*, BackendInfo>> all;
+    for (auto& e : entries_) {
+      ensure_created_locked(e, /*asked=*/false);
+      all.emplace_back(&e, info_locked(e));
+    }
+    std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+      return a.second.priority != b.second.priority ? a.second.priority > b.second.priority
+                                                    : a.second.name < b.second.name;
+    });
+    std::vector<Entry*> out;
+    for (const auto& a : all) out.push_back(a.first);
+    return out;
+  }
+
+  Visible visible_locked() {
+    const auto text = getenv_string("XDEV_DEVICE");
+    const DeviceFilter filter = DeviceFilter::parse(text ? *text : std::string(), "XDEV_DEVICE");
+    discover_locked();
+    Visible v;
+    if (!filter.empty()) v.source = "XDEV_DEVICE=" + DeviceFilter::printable(*text);
+    auto where = [&](const DeviceFilterTerm& t) {
+      return filter.terms().size() == 1 ? v.source : v.source + ": term \"" + DeviceFilter::to_string(t) + "\"";
+    };
+    auto named_entry = [&](const DeviceFilterTerm& t) -> Entry& {
+      Entry* e = find_locked(t.backend);
+      if (e == nullptr)
+        throw error(errc::not_found, where(t) + " names no backend; " + available_locked() + " (search path: \"" +
+                                         path_.to_string() +
+                                         "\"; see xdev-info for every plugin file and why it was skipped)");
+      return *e;
+    };
+    auto add = [&](Entry& e, const DeviceFilterTerm& t) {
+      auto push = [&](std::size_t i) {
+        if (std::find(v.devices.begin(), v.devices.end(), std::pair{&e, i}) == v.devices.end())
+          v.devices.emplace_back(&e, i);
+      };
+      if (t.all_devices())
+        for (std::size_t i = 0; i < e.devices.size(); ++i) push(i);
+      for (std::size_t i : t.ordinals)
+        if (i < e.devices.size()) push(i);
+    };
+    const DeviceFilterTerm everything{.exclude = false, .backend = "*", .ordinals = {}};
+    std::vector<const DeviceFilterTerm*> inclusions;
+    for (const auto& t : filter.terms())
+      if (!t.exclude) inclusions.push_back(&t);
+    if (inclusions.empty()) inclusions.push_back(&everything);
+    for (const DeviceFilterTerm* t : inclusions) {
+      if (t->any_backend()) {
+        for (Entry* e : priority_order_locked())
+          if (!e->failure) add(*e, *t);
+        continue;
+      }
+      Entry& e = named_entry(*t);
+      ensure_created_locked(e, /*asked=*/true);
+      if (e.devices.empty()) throw error(errc::unavailable, where(*t) + ": backend " + e.name + " has no devices");
+      for (std::size_t i : t->ordinals)
+        if (i >= e.devices.size())
+          throw error(errc::not_found, where(*t) + ": " + e.name + " has no device " + std::to_string(i) + " (it has " +
+                                           std::to_string(e.devices.size()) + ")");
+      add(e, *t);
+      v.named.push_back(&e);
+    }
+    for (const auto& t : filter.terms()) {
+      if (!t.exclude) continue;
+      const Entry* only = t.any_backend() ? nullptr : &named_entry(t);  // a name must exist, even to exclude it
+      std::erase_if(v.devices, [&](const std::pair<Entry*, std::size_t>& d) {
+        return (only == nullptr || d.first == only) &&
+               (t.all_devices() || std::find(t.ordinals.begin(), t.ordinals.end(), d.second) != t.ordinals.end());
+      });
+    }
+    return v;
+  }
+
+  // The default backend among what `v` leaves visible: the first backend listed that a term named,
+  // is HOST or has at least HOST's priority; else the first one listed.
+  const Entry& default_entry_locked(const Visible& v) {
+    if (v.devices.empty())
+      throw error(errc::unavailable, v.source.empty() ? std::string("no backend has a device (not even HOST)")
+                                                      : v.source + " leaves no device visible; " + devices_locked());
+    for (const auto& [e, i] : v.devices) {
+      const int priority = e->devices.front().capability_set().priority;
+      const bool named = std::find(v.named.begin(), v.named.end(), e) != v.named.end();
+      if (named || e->name == "HOST" || priority >= host_priority) {
+        if (log::enabled(log::Level::debug))
+          log::write(log::Level::debug, "registry",
+                     "default backend: " + e->name + " (" +
+                         (named ? "named by " + v.source
+                                : "priority " + std::to_string(priority) + ", the highest of the available backends" +
+                                      (v.source.empty() ? "; XDEV_DEVICE is unset" : " that " + v.source + " leaves")) +
+                         "), " + std::to_string(e->devices.size()) + " device(s)");
+        return *e;
+      }
+      if (log::enabled(log::Level::debug))
+        log::write(log::Level::debug, "registry",
+                   "not the default backend: " + e->name + " (priority " + std::to_string(priority) +
+                       ", below HOST's, and not named by XDEV_DEVICE)");
+    }
+    return *v.devices.front().first;
+  }
+
+  // "devices: GOOD:0, GOOD:1, HOST:0; unavailable: OPENCL (why)" for errors: every backend's
+  // devices, by priority (each client created).
+  std::string devices_locked() {
+    std::string have;
+    std::string unavailable;
+    for (const Entry* e : priority_order_locked()) {
+      if (e->failure) unavailable += (unavailable.empty() ? "" : ", ") + e->name + " (" + e->failure->what() + ")";
+      for (const auto& d : e->devices) have += (have.empty() ? "" : ", ") + d.name();
+    }
+    return "devices: " + (have.empty() ? std::string("none") : have) +
+           (unavailable.empty() ? "" : "; unavailable: " + unavailable);
   }
 
   void add_locked(std::string name, Factory factory, bool replace) {
@@ -360,7 +459,7 @@ class Registry {
 
   Entry* find_locked(std::string_view name) {
     for (auto& e : entries_)
-      if (same_name(e.name, name)) return &e;
+      if (DeviceFilter::same_name(e.name, name)) return &e;
     return nullptr;
   }
 

@@ -78,6 +78,7 @@ class AnyDeviceModel {
     std::string type_name;  ///< "HOST"
     CapabilitySet capabilities;
     std::shared_ptr<DeviceQueue> queue;
+    bool host_accessible = false;  ///< memory handles are host addresses (`host_address` answers)
   };
 
   AnyDeviceModel(std::shared_ptr<void> owner_, Identity id) : owner(std::move(owner_)), identity(std::move(id)) {}
@@ -149,8 +150,9 @@ class DeviceModel final : public AnyDeviceModel {
 
  public:
   DeviceModel(Device<B> dev, std::shared_ptr<void> owner)
-      : AnyDeviceModel(std::move(owner), {&dev.runtime(), dev.ordinal(), dev.name(),
-                                          std::string(backend_name(dev.backend())), capabilities_of(dev), dev.queue()}),
+      : AnyDeviceModel(std::move(owner),
+                       {&dev.runtime(), dev.ordinal(), dev.name(), std::string(backend_name(dev.backend())),
+                        capabilities_of(dev), dev.queue(), concepts::HostAccessibleBackend<B>}),
         dev_(dev) {}
 
   std::string description() const override { return dev_.description(); }
