@@ -155,6 +155,21 @@ int print_json(const std::vector<std::string>& requested) {
         } catch (const std::exception& e) {
           dev.str("description_error", e.what());
         }
+        try {
+          const xdev::DeviceProperties p = d.properties();
+          Object props;
+          props.str("name", p.name).str("vendor", p.vendor).str("architecture", p.architecture);
+          props.str("driver_version", p.driver_version).num("compute_units", p.compute_units);
+          props.num("max_work_group_size", p.max_work_group_size).num("memory_total", p.memory_total);
+          props.add("memory_free", p.memory_free ? std::to_string(*p.memory_free) : "null");
+          props.flag("host_accessible", p.host_accessible);
+          std::vector<std::string> dtypes;
+          for (xdev::DType t : xdev::all_dtypes)
+            if (p.supports(t)) dtypes.push_back(quote(xdev::name_of(t)));
+          dev.add("properties", props.add("dtypes", array(dtypes)).json());
+        } catch (const std::exception& e) {
+          dev.str("properties_error", e.what());
+        }
         devices.push_back(dev.json());
       }
       backends.push_back(o.add("devices", array(devices)).json());
@@ -276,6 +291,21 @@ int main(int argc, char** argv) {
           description = std::string("(no description: ") + e.what() + ")";
         }
         if (!description.empty()) std::cout << "        " << description << '\n';
+        // Its properties (the backend's device_properties, a plugin's ABI 1.8 entry), on one line.
+        try {
+          const xdev::DeviceProperties p = d.properties();
+          auto known = [](const std::string& s) { return s.empty() ? std::string("unknown") : "\"" + s + "\""; };
+          auto count = [](std::size_t n) { return n == 0 ? std::string("unknown") : std::to_string(n); };
+          std::cout << "        properties: name " << known(p.name) << ", vendor " << known(p.vendor)
+                    << ", architecture " << known(p.architecture) << ", driver " << known(p.driver_version)
+                    << ", compute units " << count(p.compute_units) << ", max work-group "
+                    << count(p.max_work_group_size) << ", memory "
+                    << (p.memory_total == 0 ? std::string("unknown") : bytes(p.memory_total)) << " total, "
+                    << (p.memory_free ? bytes(*p.memory_free) : std::string("unknown")) << " free, "
+                    << (p.host_accessible ? "host-accessible" : "not host-accessible") << '\n';
+        } catch (const std::exception& e) {
+          std::cout << "        properties: (could not be read: " << e.what() << ")\n";
+        }
       }
     }
   } catch (const std::exception& e) {

@@ -20,6 +20,7 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/backends/host.hpp>

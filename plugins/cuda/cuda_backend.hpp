@@ -39,6 +39,7 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/detail/block_pool.hpp>
@@ -287,6 +288,30 @@ class Cuda {
            std::to_string(i.multiprocessors) + " multiprocessors, " + detail::bytes_text(i.total_memory) + " memory (" +
            detail::bytes_text(free) + " free), " + detail::bytes_text(i.l2_bytes) + " L2, CUDA driver " +
            version(driver) + ", runtime " + version(runtime);
+  }
+
+  /// What device `device` is as typed fields (`concepts::ReportsDeviceProperties`, ABI 1.8): the
+  /// name, SMs, largest block, compute capability and memory of `cudaGetDeviceProperties`, the
+  /// driver's version, and the free memory of `cudaMemGetInfo` at the moment of the call (unknown
+  /// when that call fails).
+  [[nodiscard]] xdev::DeviceProperties device_properties(std::size_t device) const {
+    const DeviceInfo& i = devices_.at(device)->info;
+    xdev::DeviceProperties p;
+    p.name = i.name;
+    p.vendor = "NVIDIA";
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) == cudaSuccess)
+      p.driver_version = "CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+    p.architecture = std::to_string(i.major) + "." + std::to_string(i.minor);
+    p.compute_units = static_cast<std::size_t>(i.multiprocessors);
+    p.max_work_group_size = static_cast<std::size_t>(i.max_threads_per_block);
+    p.memory_total = i.total_memory;
+    std::size_t free = 0, total = 0;
+    const int prev = current_device();
+    cudaSetDevice(i.ordinal);
+    if (cudaMemGetInfo(&free, &total) == cudaSuccess) p.memory_free = free;
+    cudaSetDevice(prev);
+    return p;
   }
 
   [[nodiscard]] const DeviceInfo& device_info(std::size_t device) const { return devices_.at(device)->info; }

@@ -30,6 +30,7 @@
 #include "settings.hpp"
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
 #include <xdev/core/detail/block_pool.hpp>
@@ -294,6 +295,23 @@ class OpenCL {
            std::to_string(i.compute_units) + " compute units, " + size(i.global_memory) +
            " global memory (max allocation " + size(i.max_allocation) + "), " + size(i.local_memory) + " local, fp64 " +
            (i.fp64 ? "yes" : "no") + ", fp16 " + (i.fp16 ? "yes" : "no");
+  }
+
+  /// What device `device` is as typed fields (`concepts::ReportsDeviceProperties`, ABI 1.8), from
+  /// `clGetDeviceInfo`: CL_DEVICE_NAME, CL_DEVICE_VENDOR, CL_DRIVER_VERSION, CL_DEVICE_VERSION,
+  /// CL_DEVICE_MAX_COMPUTE_UNITS, CL_DEVICE_MAX_WORK_GROUP_SIZE and CL_DEVICE_GLOBAL_MEM_SIZE.
+  /// OpenCL has no standard query for free memory, so `memory_free` is unknown.
+  [[nodiscard]] xdev::DeviceProperties device_properties(std::size_t device) const {
+    const DeviceInfo& i = devices_.at(device)->info;
+    xdev::DeviceProperties p;
+    p.name = i.name;
+    p.vendor = i.vendor;
+    p.driver_version = i.driver_version;
+    p.architecture = i.version;
+    p.compute_units = i.compute_units;
+    p.max_work_group_size = i.max_work_group;
+    p.memory_total = static_cast<std::size_t>(i.global_memory);
+    return p;
   }
 
   /// The device's properties as queried.

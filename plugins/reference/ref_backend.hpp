@@ -9,7 +9,9 @@
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/serial_worker.hpp>
+#include <xdev/backends/detail/host_properties.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/kernels/elementwise.hpp>
@@ -59,6 +61,20 @@ class Ref {
 
   /// The number of devices (one worker thread each).
   [[nodiscard]] std::size_t device_count() const noexcept { return workers_.size(); }
+
+  /// What a REF device is (`concepts::ReportsDeviceProperties`, exported through the ABI 1.8
+  /// entry): one worker thread, host memory from `aligned_alloc`, so the machine's memory total
+  /// and what it has available now.
+  [[nodiscard]] xdev::DeviceProperties device_properties(std::size_t device) const {
+    xdev::DeviceProperties p;
+    p.name = "xdev reference device " + std::to_string(device);
+    p.vendor = "xdev";
+    p.driver_version = std::string(plugin_version);
+    p.compute_units = 1;
+    p.memory_total = xdev::backends::detail::host_static_properties().memory_total;
+    p.memory_free = xdev::backends::detail::host_memory_available();
+    return p;
+  }
 
   /// 64-byte-aligned memory from `std::aligned_alloc`.
   /// \throws xdev::error `errc::out_of_memory` when the system cannot provide `bytes`.

@@ -120,6 +120,23 @@ TEST_F(OpenCLBackend, DevicesAndCapabilitiesComeFromTheDeviceQueries) {
   EXPECT_EQ(caps.rng_default, xdev::RngAlgorithm::philox);
 }
 
+TEST_F(OpenCLBackend, PropertiesAreTheDeviceQueriesAndFreeMemoryIsUnknown) {
+  for (std::size_t i = 0; i < b().device_count(); ++i) {
+    const auto& info = b().device_info(i);
+    const xdev::DeviceProperties p = b().device_properties(i);
+    EXPECT_EQ(p.name, info.name);
+    EXPECT_FALSE(p.vendor.empty());
+    EXPECT_EQ(p.vendor, info.vendor);
+    EXPECT_EQ(p.driver_version, info.driver_version);
+    EXPECT_THAT(p.architecture, ::testing::StartsWith("OpenCL "));
+    EXPECT_EQ(p.compute_units, info.compute_units);
+    EXPECT_GT(p.max_work_group_size, 0u);
+    EXPECT_EQ(p.memory_total, info.global_memory);
+    EXPECT_FALSE(p.memory_free.has_value()) << "OpenCL has no standard free-memory query";
+  }
+  EXPECT_THROW((void)b().device_properties(b().device_count()), std::out_of_range);
+}
+
 TEST_F(OpenCLBackend, AnAllocationAboveTheDeviceMaximumIsOutOfMemoryNamingDeviceAndSize) {
   const auto max = b().device_info(0).max_allocation;
   try {

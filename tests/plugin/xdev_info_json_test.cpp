@@ -80,6 +80,15 @@ TEST_F(XdevInfoJson, DescribesTheBackendsDevicesAndPluginsOfTheBuild) {
   EXPECT_EQ(dev.at("name").as_string(), "REF:0");
   EXPECT_EQ(dev.at("max_inflight").as_int64(), 16);
   EXPECT_TRUE(dev.at("memory").at("limit").is_null() || dev.at("memory").at("limit").is_int64());
+  const auto& props = dev.at("properties").as_object();
+  EXPECT_EQ(props.at("name").as_string(), "xdev reference device 0");
+  EXPECT_EQ(props.at("vendor").as_string(), "xdev");
+  EXPECT_EQ(props.at("compute_units").as_int64(), 1);
+  EXPECT_GT(props.at("memory_total").as_int64(), 0);
+  EXPECT_TRUE(props.at("memory_free").is_int64());
+  EXPECT_FALSE(props.at("host_accessible").as_bool());
+  EXPECT_FALSE(props.at("dtypes").as_array().empty());
+  EXPECT_TRUE(host->at("devices").as_array()[0].at("properties").at("host_accessible").as_bool());
 
   bool ref_file = false;
   for (const auto& p : doc.at("plugins").as_array()) {
@@ -93,6 +102,8 @@ TEST_F(XdevInfoJson, DescribesTheBackendsDevicesAndPluginsOfTheBuild) {
   EXPECT_TRUE(ref_file) << "the REF plugin file is not listed";
   EXPECT_FALSE(doc.at("search_path").as_array().empty());
   EXPECT_FALSE(doc.at("default_backend").at("name").as_string().empty());
+  EXPECT_FALSE(doc.at("default_backend").at("devices").as_array().empty());
+  EXPECT_GE(doc.at("visible_devices").as_array().size(), 4u) << "2 HOST and 2 REF devices at least";
   const auto& requested = doc.at("requested").as_array();
   ASSERT_EQ(requested.size(), 1u);
   EXPECT_TRUE(requested[0].at("ok").as_bool());

@@ -1,6 +1,6 @@
 // xdev::plugin::check_table (<xdev/plugin/plugin_backend.hpp>): the ABI rules a plugin table must
 // pass before anything but its entry runs, on altered copies of REF's table; and how the host reads
-// `describe_device` (ABI 1.3) from tables of each size.
+// `describe_device` (ABI 1.3) and `device_properties` (ABI 1.8) from tables of each size.
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
 #include <xdev/core/metrics.hpp>
@@ -77,17 +77,18 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 7,
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 8,
                 "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
-                "the queues), 1.5 (before the markers) and 1.6 (before device times; same table) are still "
-                "accepted");
+                "the queues), 1.5 (before the markers), 1.6 (before device times; same table) and 1.7 (before "
+                "device properties) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
     EXPECT_NO_THROW(xdev::plugin::check_table(&t, "x")) << "ABI 1." << minor;
-    if (minor >= xdev::plugin::markers_minor) continue;
+    if (minor >= xdev::plugin::device_properties_minor) continue;
     // the size of that minor's table
-    t.struct_size = minor >= xdev::plugin::queues_minor            ? xdev::plugin::detail::table_size_v1_5
+    t.struct_size = minor >= xdev::plugin::markers_minor           ? xdev::plugin::detail::table_size_v1_6
+                    : minor >= xdev::plugin::queues_minor          ? xdev::plugin::detail::table_size_v1_5
                     : minor >= xdev::plugin::exp_minor             ? xdev::plugin::detail::table_size_v1_4
                     : minor >= xdev::plugin::describe_device_minor ? xdev::plugin::detail::table_size_v1_3
                                                                    : xdev::plugin::detail::table_size_v1_1;
@@ -469,6 +470,126 @@ TEST_F(MarkerEntries, AnyNullEntryOrNoQueuesMeansNoMarkers) {
   t.wait_marker = &wait_marker_entry;
   t.create_queue = nullptr;
   EXPECT_FALSE(PluginBackend(&t, ref.library).native_markers()) << "markers without queues";
+}
+
+// ---- device_properties: read only from a 1.8 (or newer) table whose struct_size covers it --------
+
+xdev_status properties_trap(void*, std::uint64_t, xdev_device_properties* out, xdev_error*) {
+  ++trap_calls;
+  out->name = "read past what the table's minor or struct_size allows";
+  return XDEV_OK;
+}
+
+xdev_status properties_of_a_board(void*, std::uint64_t device, xdev_device_properties* out, xdev_error*) {
+  // What the host passes: its own size, every field zero, the free memory unknown.
+  if (out->struct_size != sizeof(xdev_device_properties) || out->name != nullptr || out->compute_units != 0 ||
+      out->memory_free != UINT64_MAX)
+    return XDEV_ERR_INVALID_ARGUMENT;
+  out->name = device == 0 ? "board 0" : "board 1";
+  out->vendor = "Example Corp";
+  out->driver_version = "2.5";
+  out->compute_units = 108;
+  out->max_work_group_size = 1024;
+  out->memory_total = std::uint64_t{1} << 34;
+  out->memory_free = std::uint64_t{1} << 33;
+  return XDEV_OK;  // architecture left null: unknown
+}
+
+xdev_status properties_fail(void*, std::uint64_t, xdev_device_properties*, xdev_error* err) {
+  err->set(err->context, XDEV_ERR_UNAVAILABLE, "the board is asleep");
+  return XDEV_ERR_UNAVAILABLE;
+}
+
+class DevicePropertiesEntry : public ::testing::Test {
+ protected:
+  void SetUp() override { trap_calls = 0; }
+  plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  xdev_plugin_api t = *ref.api;
+};
+
+TEST_F(DevicePropertiesEntry, ATableOfV17SizeIsAcceptedAndItsPropertiesAreWhatXdevKnowsItself) {
+  static_assert(xdev::plugin::detail::table_size_v1_6 % alignof(xdev_plugin_api) == 0);
+  for (std::uint32_t minor : {6u, 7u, 8u}) {  // 8: a table claiming 1.8 that ends before the field
+    xdev_plugin_api header = t;
+    header.abi_minor = minor;
+    header.struct_size = xdev::plugin::detail::table_size_v1_6;
+    const GuardedTable table(header, xdev::plugin::detail::table_size_v1_6);
+    EXPECT_NO_THROW(xdev::plugin::check_table(table.api(), "1.7-sized")) << "ABI 1." << minor;
+    {
+      const PluginBackend b(table.api(), ref.library);
+      EXPECT_EQ(b.device_properties(0), xdev::DeviceProperties{}) << "ABI 1." << minor;
+    }
+    xdev::Runtime<PluginBackend> rt({}, table.api(), ref.library);
+    const xdev::DeviceProperties p = xdev::AnyDevice(rt.device(1)).properties();
+    EXPECT_EQ(p.name, "") << "ABI 1." << minor;
+    EXPECT_FALSE(p.memory_free.has_value());
+    EXPECT_FALSE(p.host_accessible) << "plugin memory is opaque to the host";
+    EXPECT_EQ(p.supported_dtypes, xdev::AnyDevice(rt.device(1)).capability_set().supported_dtypes)
+        << "xdev knows the dtypes";
+  }
+}
+
+TEST_F(DevicePropertiesEntry, ATableOfAnOlderMinorIsNotReadForItEvenWhenLargeEnough) {
+  t.abi_minor = 7;  // the full size, and an entry: still a 1.7 table
+  t.device_properties = &properties_trap;
+  const PluginBackend b(&t, ref.library);
+  EXPECT_EQ(b.device_properties(0), xdev::DeviceProperties{});
+  EXPECT_EQ(trap_calls, 0);
+}
+
+TEST_F(DevicePropertiesEntry, ATableOfV18GivesWhatItsEntryFills) {
+  t.device_properties = &properties_of_a_board;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  const xdev::DeviceProperties p = xdev::AnyDevice(rt.device(1)).properties();
+  EXPECT_EQ(p.name, "board 1");
+  EXPECT_EQ(p.vendor, "Example Corp");
+  EXPECT_EQ(p.driver_version, "2.5");
+  EXPECT_EQ(p.architecture, "") << "null: unknown";
+  EXPECT_EQ(p.compute_units, 108u);
+  EXPECT_EQ(p.max_work_group_size, 1024u);
+  EXPECT_EQ(p.memory_total, std::size_t{1} << 34);
+  EXPECT_EQ(p.memory_free, std::size_t{1} << 33);
+  EXPECT_EQ(rt.device(0).properties().name, "board 0");
+  expect_error(
+      xdev::errc::invalid_argument, [&] { (void)rt.backend().device_properties(2); },
+      "REF: device_properties: device 2 is out of range [0, 2)");
+}
+
+TEST_F(DevicePropertiesEntry, APluginErrorIsAnXdevError) {
+  t.device_properties = &properties_fail;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  expect_error(
+      xdev::errc::unavailable, [&] { (void)xdev::AnyDevice(rt.device(1)).properties(); },
+      "REF: device_properties: the board is asleep");
+}
+
+TEST_F(DevicePropertiesEntry, TheReferencePluginFillsItAndWritesOnlyWhatTheHostsStructCovers) {
+  ASSERT_NE(ref.api->device_properties, nullptr) << "REF has device_properties";
+  xdev::Runtime<PluginBackend> rt({}, ref.api, ref.library);
+  const xdev::DeviceProperties p = rt.device(1).properties();
+  EXPECT_EQ(p.name, "xdev reference device 1");
+  EXPECT_EQ(p.vendor, "xdev");
+  EXPECT_EQ(p.driver_version, "1.0.0");
+  EXPECT_EQ(p.compute_units, 1u);
+  EXPECT_GT(p.memory_total, 0u);
+  ASSERT_TRUE(p.memory_free.has_value());
+  EXPECT_GT(*p.memory_free, 0u);
+
+  // A host whose struct ends before `architecture` (as a later field would be to an older host):
+  // the plugin writes nothing past it.
+  struct {
+    xdev_device_properties props;
+    unsigned char canary[8];
+  } older{};
+  std::memset(&older, 0xAB, sizeof older);
+  const std::size_t covered = offsetof(xdev_device_properties, architecture);
+  older.props.struct_size = covered;
+  xdev::plugin::detail::ErrorSink sink;
+  ASSERT_EQ(ref.api->device_properties(rt.backend().native_handle(), 0, &older.props, &sink.c), XDEV_OK);
+  EXPECT_EQ(older.props.struct_size, covered);
+  EXPECT_STREQ(older.props.name, "xdev reference device 0");
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&older);
+  for (std::size_t i = covered; i < sizeof older; ++i) EXPECT_EQ(bytes[i], 0xAB) << "byte " << i << " was written";
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/shape.hpp>
@@ -121,6 +122,11 @@ class AnyDevice {
   /// backend's "host memory, 8 worker threads"), else ""; "" when `!valid()`. Asked each time.
   /// \throws xdev::error what the backend's hook throws (a plugin's error: "REF: describe_device: ...").
   [[nodiscard]] std::string description() const { return valid() ? model_->description() : std::string(); }
+  /// What the device is, as typed fields (`Device<B>::properties()`: name, vendor, driver version,
+  /// compute units, work-group size, memory total and free now, host accessibility, dtypes); a
+  /// plugin's come from its `device_properties` entry (ABI 1.8). Empty fields when `!valid()`.
+  /// \throws xdev::error what the backend's hook throws ("REF: device_properties: ...").
+  [[nodiscard]] DeviceProperties properties() const { return valid() ? model_->properties() : DeviceProperties{}; }
   /// The capabilities in force (the backend's run-time set; defaults when `!valid()`).
   [[nodiscard]] CapabilitySet capability_set() const noexcept {
     return valid() ? model_->identity.capabilities : CapabilitySet{};

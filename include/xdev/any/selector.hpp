@@ -17,12 +17,11 @@
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <concepts>
 #include <cstddef>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <span>
@@ -56,18 +55,14 @@ concept DeviceSelector = std::invocable<const S&, const AnyDevice&> &&
                          !std::same_as<std::remove_cvref_t<std::invoke_result_t<const S&, const AnyDevice&>>, bool> &&
                          std::convertible_to<std::invoke_result_t<const S&, const AnyDevice&>, Score>;
 
-/// The bytes a device can hold, as far as xdev knows: its memory limit when one is set, else the
-/// `MemoryPerDevice` capability, else — for a device whose memory is host memory — the machine's
-/// physical memory; nothing when none of these is known.
+/// The bytes a device can hold, as far as xdev knows: its memory limit when one is set, else its
+/// properties' `memory_total` (the driver's figure, else the `MemoryPerDevice` capability; the
+/// machine's memory for the host backend); nothing when neither is known.
+/// \throws xdev::error what `AnyDevice::properties()` throws.
 [[nodiscard]] inline std::optional<std::size_t> memory_capacity(const AnyDevice& d) {
   if (!d.valid()) return std::nullopt;
   if (auto limit = d.memory_stats().limit) return limit;
-  if (const std::size_t m = d.capability_set().memory_per_device; m != 0) return m;
-  if (d.host_accessible()) {
-    const long pages = ::sysconf(_SC_PHYS_PAGES);
-    const long page = ::sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
-  }
+  if (const std::size_t m = d.properties().memory_total; m != 0) return m;
   return std::nullopt;
 }
 
@@ -135,10 +130,16 @@ class Selector {
   });
 }
 
-/// Devices that can hold at least `bytes` (as `memory_capacity` knows it; unknown rejects).
+/// Devices that can hold at least `bytes` (as `memory_capacity` knows it; unknown, or properties
+/// that cannot be read, reject).
 [[nodiscard]] inline Selector min_memory(std::size_t bytes) {
   return Selector([bytes](const AnyDevice& d) {
-    const auto have = memory_capacity(d);
+    std::optional<std::size_t> have;
+    try {
+      have = memory_capacity(d);
+    } catch (const std::exception& e) {
+      return Score::reject(std::string("its memory size could not be read: ") + e.what());
+    }
     if (!have) return Score::reject("its memory size is unknown (at least " + std::to_string(bytes) + " bytes asked)");
     if (*have < bytes)
       return Score::reject(std::to_string(*have) + " bytes of memory, fewer than the " + std::to_string(bytes) +

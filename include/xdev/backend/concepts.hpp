@@ -44,10 +44,16 @@
 /// says what a device is ("host memory, 8 worker threads"; a plugin's "PoCL 3.1 / pthread (CPU),
 /// 2 compute units, ..."): `Device<B>::description()` and `AnyDevice::description()` return it
 /// ("" without the hook), xdev-info prints it, and a plugin's table exports it (`describe_device`,
-/// plugin ABI 1.3). It may throw `xdev::error`.
+/// plugin ABI 1.3). It may throw `xdev::error`. Its typed counterpart,
+///
+///     xdev::DeviceProperties device_properties(std::size_t device) const;  // ReportsDeviceProperties
+///
+/// gives name, vendor, driver version, compute units, work-group size and memory total and free
+/// (`Device<B>::properties()`, `AnyDevice::properties()`; plugin ABI 1.8).
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/core/op_kind.hpp>
 #include <xdev/policy/capabilities.hpp>
 
@@ -181,6 +187,15 @@ concept DescribesDevices = requires(const B& b, std::size_t device) {
   { b.device_description(device) } -> std::convertible_to<std::string>;
 };
 
+/// Optional: `b.device_properties(device)` says what device `device` is as typed fields (name,
+/// vendor, compute units, memory total and free, ...): what `Device<B>::properties()` and
+/// `AnyDevice::properties()` return (xdev fills in host accessibility and dtypes), and what a
+/// plugin's `device_properties` entry exports.
+template <class B>
+concept ReportsDeviceProperties = requires(const B& b, std::size_t device) {
+  { b.device_properties(device) } -> std::convertible_to<DeviceProperties>;
+};
+
 /// Optional: native in-order queues (OpenCL command queues, CUDA streams, SYCL in-order queues).
 /// xdev creates one per stream (`create_queue`) and, while it starts an operation of that stream,
 /// binds it to the calling thread (`bind_queue` ... `unbind_queue`): the backend then enqueues the
@@ -272,6 +287,16 @@ template <class B>
     return std::string(b.device_description(device));
   else
     return std::string();
+}
+
+/// What device `device` of backend `b` is, as typed fields: `b.device_properties(device)` when it
+/// has that hook, else empty ones.
+template <class B>
+[[nodiscard]] DeviceProperties backend_properties(const B& b, std::size_t device) {
+  if constexpr (concepts::ReportsDeviceProperties<B>)
+    return DeviceProperties(b.device_properties(device));
+  else
+    return DeviceProperties{};
 }
 }  // namespace detail
 

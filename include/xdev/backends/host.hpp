@@ -3,6 +3,8 @@
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/device_properties.hpp>
+#include <xdev/backends/detail/host_properties.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
@@ -98,6 +100,18 @@ class Host {
     std::string d = "host memory, " + std::to_string(threads_) + (threads_ == 1 ? " worker thread" : " worker threads");
     if (devices_ > 1) d += " shared by " + std::to_string(devices_) + " devices";
     return d;
+  }
+
+  /// What a host device is as typed fields (`concepts::ReportsDeviceProperties`): the CPU's model
+  /// and vendor, the kernel ("Linux 6.1.0-...") as the driver, the worker threads as compute units,
+  /// no work-group limit (0), the machine's memory as the total and what it has available now as
+  /// the free memory. Every host device of a machine reports the same memory: they share it.
+  [[nodiscard]] DeviceProperties device_properties(std::size_t) const {
+    static const DeviceProperties machine = detail::host_static_properties();
+    DeviceProperties p = machine;
+    p.compute_units = threads_;
+    p.memory_free = detail::host_memory_available();
+    return p;
   }
 
   /// \throws xdev::error `errc::out_of_memory` when the system cannot provide `bytes`.

@@ -6,6 +6,7 @@
 #include <xdev/async/queue.hpp>
 #include <xdev/async/stream.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/device/detail/runtime_anchor.hpp>
 #include <xdev/fwd.hpp>
 #include <xdev/memory/allocator.hpp>
@@ -89,6 +90,20 @@ class Device {
   [[nodiscard]] std::string description() const {
     require_valid();
     return detail::backend_description(backend(), ordinal_);
+  }
+  /// What the device is, as typed fields: the backend's `device_properties(ordinal())` when it has
+  /// that hook (`concepts::ReportsDeviceProperties`), else empty fields; xdev then sets
+  /// `host_accessible` and `supported_dtypes`, and `memory_total` from the `MemoryPerDevice`
+  /// capability when the backend left it 0. Asked each time (`memory_free` is the driver's figure
+  /// now). \throws xdev::error what the backend's hook throws.
+  [[nodiscard]] DeviceProperties properties() const {
+    require_valid();
+    DeviceProperties p = detail::backend_properties(backend(), ordinal_);
+    const CapabilitySet caps = detail::backend_capabilities(backend());
+    p.host_accessible = concepts::HostAccessibleBackend<B>;
+    p.supported_dtypes = caps.supported_dtypes;
+    if (p.memory_total == 0) p.memory_total = caps.memory_per_device;
+    return p;
   }
   /// The runtime. Not checked (see the class comment): only while the runtime lives.
   [[nodiscard]] Runtime<B>& runtime() const noexcept { return *runtime_; }

@@ -71,8 +71,12 @@ extern "C" {
  *   may report where the device ran a piece of work, just before completing it. The table's layout
  *   is unchanged. A plugin reads the field only when the completion's `struct_size` covers it (an
  *   older xdev passes the 1.1 struct), and accepts a completion of the 1.1 size; xdev passes it to
- *   every plugin, whose older builds ignore it. */
-#define XDEV_ABI_MINOR 7
+ *   every plugin, whose older builds ignore it.
+ * - 1.8 appends `device_properties` (what a device is as typed fields: `xdev_device_properties`)
+ *   after `release_marker`. Older tables end before it and are still accepted: xdev reads it only
+ *   from a 1.8 or newer table whose `struct_size` covers it, and otherwise reports their devices'
+ *   properties as unknown (except what xdev knows itself: dtypes, memory from the capabilities). */
+#define XDEV_ABI_MINOR 8
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -344,6 +348,23 @@ typedef struct xdev_exp_args {
 
 /* ---- the table ---------------------------------------------------------------------------- */
 
+/* What a device is, as typed fields (since 1.8: the `device_properties` entry). xdev sets
+ * `struct_size` to the size it was compiled with, zeroes every other field and sets `memory_free` to
+ * UINT64_MAX before the call; the plugin writes the fields it knows among those `struct_size`
+ * covers (a later minor may append fields). Strings are NUL-terminated, owned by the plugin and
+ * valid while the backend lives; null means unknown. */
+typedef struct xdev_device_properties {
+  size_t struct_size;
+  const char* name;             /* the device's model: "NVIDIA H100 80GB HBM3", "pthread-skylake" */
+  const char* vendor;           /* "NVIDIA Corporation" */
+  const char* driver_version;   /* the driver's own version text */
+  const char* architecture;     /* CUDA compute capability "9.0", OpenCL's CL_DEVICE_VERSION, "x86_64" */
+  uint64_t compute_units;       /* SMs, compute units; 0: unknown */
+  uint64_t max_work_group_size; /* the largest work-group (block) of a kernel; 0: none or unknown */
+  uint64_t memory_total;        /* bytes of device memory; 0: unknown */
+  uint64_t memory_free;         /* bytes the driver says are free now; UINT64_MAX: unknown */
+} xdev_device_properties;
+
 typedef struct xdev_plugin_api {
   size_t struct_size;
   uint32_t abi_major;
@@ -451,6 +472,13 @@ typedef struct xdev_plugin_api {
                                xdev_error* err);
   xdev_status (*wait_marker)(void* backend, uint64_t device, uint64_t marker, xdev_error* err);
   void (*release_marker)(void* backend, uint64_t device, uint64_t marker);
+
+  /* ---- since 1.8 (read only when `abi_minor` >= 8 and `struct_size` covers the field) ---- */
+
+  /* Optional: what device `device` is, as typed fields (see `xdev_device_properties`). Asked each
+   * time `properties()` is called, so `memory_free` may be the driver's figure of the moment.
+   * Null entry: every field unknown. */
+  xdev_status (*device_properties)(void* backend, uint64_t device, xdev_device_properties* out, xdev_error* err);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

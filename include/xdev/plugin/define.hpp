@@ -29,6 +29,10 @@
 ///   call asks the backend (a device out of range is `errc::invalid_argument`), and the client keeps
 ///   the text, so the pointer handed out stays valid while the backend object lives. Without the
 ///   member the entry is null, and xdev describes the devices as "".
+/// - `device_properties` (ABI 1.8) is non-null when `B` has `device_properties(std::size_t) const`
+///   returning an `xdev::DeviceProperties` (`xdev::concepts::ReportsDeviceProperties`): each call
+///   asks the backend, and the client keeps its texts as it keeps descriptions. Without the member
+///   the entry is null, and xdev reports every field unknown.
 /// - `create_queue`, `destroy_queue` and `bind_queue` (ABI 1.5) are non-null when `B` has native
 ///   in-order queues (`xdev::concepts::NativeQueues`; `bind_queue` with queue 0 calls
 ///   `unbind_queue`); else null, and xdev orders each stream on the host.

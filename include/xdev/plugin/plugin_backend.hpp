@@ -18,6 +18,7 @@
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/ops/op_args.hpp>
@@ -94,6 +95,10 @@ class PluginBackend {
     if (detail::table_has(api, describe_device_minor,
                           offsetof(xdev_plugin_api, describe_device) + sizeof(api->describe_device)))
       describe_ = api->describe_device;
+    // A table older than 1.8 ends before `device_properties`.
+    if (detail::table_has(api, device_properties_minor,
+                          offsetof(xdev_plugin_api, device_properties) + sizeof(api->device_properties)))
+      properties_ = api->device_properties;
     // Native queues (1.5): all three entries, in a table that covers them.
     if (detail::table_has(api, queues_minor, offsetof(xdev_plugin_api, bind_queue) + sizeof(api->bind_queue)) &&
         api->create_queue != nullptr && api->destroy_queue != nullptr && api->bind_queue != nullptr) {
@@ -195,6 +200,32 @@ class PluginBackend {
     const char* text = nullptr;
     call("describe_device", [&](xdev_error* e) { return describe_(backend_, device, &text, e); });
     return text != nullptr ? std::string(text) : std::string();
+  }
+  /// What device `device` is as typed fields, in the plugin's words (its `device_properties` entry,
+  /// ABI 1.8): every field unknown when the plugin gives none (an older table, a null entry). Asked
+  /// on every call (`concepts::ReportsDeviceProperties`).
+  /// \throws xdev::error `errc::invalid_argument` for a device out of range, and the plugin's error
+  /// with its code: "REF: device_properties: <message>".
+  [[nodiscard]] DeviceProperties device_properties(std::size_t device) const {
+    if (device >= devices_)
+      throw error(errc::invalid_argument, name_ + ": device_properties: device " + std::to_string(device) +
+                                              " is out of range [0, " + std::to_string(devices_) + ")");
+    DeviceProperties p;
+    if (properties_ == nullptr) return p;
+    xdev_device_properties c{};
+    c.struct_size = sizeof c;
+    c.memory_free = UINT64_MAX;
+    call("device_properties", [&](xdev_error* e) { return properties_(backend_, device, &c, e); });
+    const auto text = [](const char* s) { return s != nullptr ? std::string(s) : std::string(); };
+    p.name = text(c.name);
+    p.vendor = text(c.vendor);
+    p.driver_version = text(c.driver_version);
+    p.architecture = text(c.architecture);
+    p.compute_units = static_cast<std::size_t>(c.compute_units);
+    p.max_work_group_size = static_cast<std::size_t>(c.max_work_group_size);
+    p.memory_total = static_cast<std::size_t>(c.memory_total);
+    if (c.memory_free != UINT64_MAX) p.memory_free = static_cast<std::size_t>(c.memory_free);
+    return p;
   }
   /// The options this backend object was created with.
   [[nodiscard]] const ClientOptions& options() const noexcept { return options_; }
@@ -445,6 +476,8 @@ class PluginBackend {
   std::string platform_;
   // The table's `describe_device` when it has one (ABI 1.3 and a table large enough), else null.
   decltype(xdev_plugin_api::describe_device) describe_ = nullptr;
+  // The table's `device_properties` when it has one (ABI 1.8 and a table large enough), else null.
+  decltype(xdev_plugin_api::device_properties) properties_ = nullptr;
   // The table's queue entries when it has all three (ABI 1.5), else null.
   decltype(xdev_plugin_api::create_queue) create_queue_ = nullptr;
   decltype(xdev_plugin_api::destroy_queue) destroy_queue_ = nullptr;

@@ -76,7 +76,15 @@ inline constexpr std::uint32_t device_times_minor = 7;
 static_assert(device_times_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates device times");
 // (detail::completion_size_v1_1, in detail/abi_bridge.hpp, is the completion's size before it.)
 
+/// The ABI minor that appended `device_properties` to the table (`PluginBackend::device_properties`).
+inline constexpr std::uint32_t device_properties_minor = 8;
+static_assert(device_properties_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates device properties");
+
 namespace detail {
+
+/// The size of a table of ABI 1.6 and 1.7 (1.7 changed only the completion): everything before
+/// `device_properties`, which 1.8 appended.
+inline constexpr std::size_t table_size_v1_6 = offsetof(xdev_plugin_api, device_properties);
 
 /// The size of a table of ABI 1.5: everything before `record_marker`, which 1.6 appended.
 inline constexpr std::size_t table_size_v1_5 = offsetof(xdev_plugin_api, record_marker);
@@ -154,9 +162,10 @@ inline void check_table(const xdev_plugin_api* api, std::string_view where) {
   detail::check_table_header(api, where);
   const auto require = [&](const void* entry, const char* entry_name) {
     if (entry == nullptr)
-      throw error(errc::incompatible_abi, std::string(where) + ": plugin " + api->name + ": the required entry `" +
-                                              entry_name +
-                                              "` is null (only op_dtypes, the operations and describe_device may be)");
+      throw error(errc::incompatible_abi,
+                  std::string(where) + ": plugin " + api->name + ": the required entry `" + entry_name +
+                      "` is null (only op_dtypes, the operations, describe_device and the entries of "
+                      "later minors may be)");
   };
   require(reinterpret_cast<const void*>(api->initialize), "initialize");
   require(reinterpret_cast<const void*>(api->create), "create");

@@ -7,6 +7,7 @@
 #include <xdev/async/device_queue.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/half.hpp>
@@ -89,6 +90,8 @@ class AnyDeviceModel {
   /// What the device is, for people: `Device<B>::description()` (asked each time: "" when the
   /// backend has no `device_description` hook).
   virtual std::string description() const = 0;
+  /// What the device is, as typed fields: `Device<B>::properties()` (asked each time).
+  virtual DeviceProperties properties() const = 0;
   /// The host address of memory `h` when the backend's memory is host memory
   /// (`concepts::HostAccessibleBackend`), else null.
   virtual void* host_address(erased_handle h) const noexcept = 0;
@@ -156,6 +159,7 @@ class DeviceModel final : public AnyDeviceModel {
         dev_(dev) {}
 
   std::string description() const override { return dev_.description(); }
+  DeviceProperties properties() const override { return dev_.properties(); }
   void* host_address(erased_handle h) const noexcept override {
     if constexpr (concepts::HostAccessibleBackend<B>)
       return dev_.backend().host_address(unerase_handle<H>(h));

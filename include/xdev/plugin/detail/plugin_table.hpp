@@ -7,6 +7,7 @@
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/device_properties.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/ops/op_args.hpp>
@@ -16,10 +17,12 @@
 #include <xdev/plugin/detail/op_table.hpp>
 #include <xdev/policy/capability_set.hpp>
 
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <list>
 #include <map>
@@ -128,9 +131,10 @@ struct Client {
   template <class... Args>
   explicit Client(Args&&... args) : backend(std::forward<Args>(args)...) {}
 
-  /// A NUL-terminated copy of `text`, the description of `device`, valid while this client lives:
-  /// each distinct text of a device is kept once (a text that changes adds one string). Thread-safe.
-  const char* keep_description(std::size_t device, std::string text) {
+  /// A NUL-terminated copy of `text`, the description of `device` or one of its properties' texts,
+  /// valid while this client lives: each distinct text of a device is kept once (a text that
+  /// changes adds one string). Thread-safe.
+  const char* keep_text(std::size_t device, std::string text) {
     std::lock_guard lk(descriptions_mutex);
     std::list<std::string>& texts = descriptions[device];
     for (const std::string& t : texts)
@@ -243,7 +247,41 @@ struct PluginTable {
         throw error(errc::invalid_argument, "describe_device: device " + std::to_string(device) +
                                                 " is out of range [0, " + std::to_string(n) + ")");
       const auto d = static_cast<std::size_t>(device);
-      *out = client(p).keep_description(d, std::string(b.device_description(d)));
+      *out = client(p).keep_text(d, std::string(b.device_description(d)));
+    });
+  }
+
+  // In the table only when `B` has `device_properties` (`properties_entry`). The backend is asked
+  // on every call; its texts are kept by the client. Writes only the fields `out->struct_size`
+  // covers (an older host's struct is smaller).
+  static xdev_status device_properties(void* p, std::uint64_t device, xdev_device_properties* out,
+                                       xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      if (out->struct_size < sizeof(out->struct_size))
+        throw error(errc::invalid_argument, "device_properties: struct_size " + std::to_string(out->struct_size) +
+                                                " does not even cover struct_size");
+      const B& b = std::as_const(backend(p));
+      const std::size_t n = b.device_count();
+      if (device >= n)
+        throw error(errc::invalid_argument, "device_properties: device " + std::to_string(device) +
+                                                " is out of range [0, " + std::to_string(n) + ")");
+      const auto d = static_cast<std::size_t>(device);
+      const DeviceProperties props = b.device_properties(d);
+      auto text = [&](const std::string& s) { return s.empty() ? nullptr : client(p).keep_text(d, s); };
+      xdev_device_properties c{};
+      c.struct_size = sizeof c;
+      c.name = text(props.name);
+      c.vendor = text(props.vendor);
+      c.driver_version = text(props.driver_version);
+      c.architecture = text(props.architecture);
+      c.compute_units = props.compute_units;
+      c.max_work_group_size = props.max_work_group_size;
+      c.memory_total = props.memory_total;
+      c.memory_free = props.memory_free ? *props.memory_free : UINT64_MAX;
+      const std::size_t covered = std::min(out->struct_size, sizeof c);  // read before it is overwritten
+      c.struct_size = covered;
+      std::memcpy(static_cast<void*>(out), &c, covered);
     });
   }
 
@@ -388,6 +426,15 @@ constexpr auto describe_entry() noexcept -> decltype(xdev_plugin_api::describe_d
     return nullptr;
 }
 
+// `device_properties` is in the table only when the backend has that hook.
+template <class B, class Table>
+constexpr auto properties_entry() noexcept -> decltype(xdev_plugin_api::device_properties) {
+  if constexpr (concepts::ReportsDeviceProperties<B>)
+    return &Table::device_properties;
+  else
+    return nullptr;
+}
+
 // The queue entries are in the table only when the backend has native queues.
 template <class B, class Fn>
 constexpr Fn queue_entry(Fn fn) noexcept {
@@ -454,6 +501,7 @@ inline constexpr xdev_plugin_api plugin_api{
     marker_entry<B>(&PluginTable<B, Info>::record_marker),
     marker_entry<B>(&PluginTable<B, Info>::wait_marker),
     marker_entry<B>(&PluginTable<B, Info>::release_marker),
+    properties_entry<B, PluginTable<B, Info>>(),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
