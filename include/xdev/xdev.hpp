@@ -10,6 +10,7 @@
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/device_filter.hpp>
+#include <xdev/any/parallel.hpp>
 #include <xdev/any/selector.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>

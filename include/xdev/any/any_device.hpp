@@ -134,6 +134,9 @@ class AnyDevice {
   /// True when the host can address the device's memory directly (the backend models
   /// `concepts::HostAccessibleBackend`, as the host backend does); false when `!valid()`.
   [[nodiscard]] bool host_accessible() const noexcept { return valid() && model_->identity.host_accessible; }
+  /// True when `parallel_for` and `parallel_reduce` can run a C++ kernel on the device: its backend
+  /// launches user kernels (`concepts::LaunchableBackend`) or its memory is host-accessible.
+  [[nodiscard]] bool runs_kernels() const noexcept { return valid() && model_->identity.runs_kernels; }
   /// True when both handles belong to the same runtime (a copy between them is possible).
   [[nodiscard]] bool same_runtime(const AnyDevice& o) const noexcept {
     return valid() && o.valid() && model_->identity.runtime == o.model_->identity.runtime;

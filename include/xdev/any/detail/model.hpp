@@ -80,6 +80,7 @@ class AnyDeviceModel {
     CapabilitySet capabilities;
     std::shared_ptr<DeviceQueue> queue;
     bool host_accessible = false;  ///< memory handles are host addresses (`host_address` answers)
+    bool runs_kernels = false;     ///< `launch` runs user C++ kernels (see `launch`)
   };
 
   AnyDeviceModel(std::shared_ptr<void> owner_, Identity id) : owner(std::move(owner_)), identity(std::move(id)) {}
@@ -113,6 +114,10 @@ class AnyDeviceModel {
   virtual void copy_between(std::size_t src_device, erased_handle src, std::size_t src_offset, std::size_t dst_device,
                             erased_handle dst, std::size_t dst_offset, std::size_t bytes, Completion done) const = 0;
   virtual void execute(HostTask task, Completion done) const = 0;
+  /// Runs a user C++ kernel (`parallel_for`, `parallel_reduce`): the backend's `launch` when it is
+  /// a `concepts::LaunchableBackend`; else, for host-accessible memory, the whole range as one host
+  /// task in device order; else (`identity.runs_kernels` false) completes with `errc::unimplemented`.
+  virtual void launch(ops::LaunchArgs args, Completion done) const = 0;
 
   /// Runs a portable op: `args` points to the op's `*Args<T..., erased_handle>` struct for dtypes
   /// (`t`, `t2`) as `ops::detail::op_info` describes them; the model rebuilds the typed struct and
@@ -155,7 +160,8 @@ class DeviceModel final : public AnyDeviceModel {
   DeviceModel(Device<B> dev, std::shared_ptr<void> owner)
       : AnyDeviceModel(std::move(owner),
                        {&dev.runtime(), dev.ordinal(), dev.name(), std::string(backend_name(dev.backend())),
-                        capabilities_of(dev), dev.queue(), concepts::HostAccessibleBackend<B>}),
+                        capabilities_of(dev), dev.queue(), concepts::HostAccessibleBackend<B>,
+                        concepts::LaunchableBackend<B> || concepts::HostAccessibleBackend<B>}),
         dev_(dev) {}
 
   std::string description() const override { return dev_.description(); }
@@ -195,6 +201,16 @@ class DeviceModel final : public AnyDeviceModel {
   }
   void execute(HostTask task, Completion done) const override {
     dev_.backend().execute(dev_.ordinal(), std::move(task), std::move(done));
+  }
+  void launch(ops::LaunchArgs args, Completion done) const override {
+    if constexpr (concepts::LaunchableBackend<B>) {
+      dev_.backend().launch(dev_.ordinal(), std::move(args), std::move(done));
+    } else if constexpr (concepts::HostAccessibleBackend<B>) {
+      dev_.backend().execute(dev_.ordinal(), HostTask([a = std::move(args)] { a.kernel(0, a.n); }), std::move(done));
+    } else {
+      done(std::make_exception_ptr(error(errc::unimplemented, identity.name + " cannot run a C++ kernel: its memory is "
+                                                                              "not host-accessible")));
+    }
   }
 
   std::unique_ptr<NativeQueue> make_native_queue() const override { return detail::make_native_queue(dev_); }
