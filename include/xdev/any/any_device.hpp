@@ -108,6 +108,10 @@ class AnyDevice {
     if (dev.valid()) model_ = std::make_shared<const detail::DeviceModel<B>>(dev, std::move(owner));
   }
 
+  /// A device over a model of xdev's own making (the adopted memory of `from_dlpack`, say): not
+  /// for backends, which erase a `Device<B>` with the constructor above.
+  explicit AnyDevice(std::shared_ptr<const detail::AnyDeviceModel> model) noexcept : model_(std::move(model)) {}
+
   /// False for a default-constructed handle that names no device.
   [[nodiscard]] bool valid() const noexcept { return model_ != nullptr; }
   /// "NAME:ordinal", e.g. "HOST:0" (the backend's run-time name); empty when `!valid()`.
