@@ -9,12 +9,14 @@
 #include <xdev/any/parallel.hpp>
 #include <xdev/any/registry.hpp>
 #include <xdev/any/selector.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <filesystem>
 #include <limits>
@@ -135,6 +137,25 @@ TEST(Selection, ABackendBelowHostsPriorityIsTheDefaultWhenNamedOrWhenNothingElse
     ScopedEnv env("XDEV_DEVICE", others.c_str());
     EXPECT_EQ(t.reg.default_backend(), "REF") << others;
   }
+}
+
+TEST(Selection, TheDebugLogSaysOncePerBackendWhyItIsNotTheDefault) {
+  std::vector<std::string> said;
+  const xdev::log::Sink previous = xdev::log::set_sink([&](const xdev::log::Record& r) {
+    if (r.component == "registry") said.emplace_back(r.message);
+  });
+  xdev::log::set_level(xdev::log::Level::debug);
+  {
+    TwoHostDevices t({fs::path(XDEV_TEST_PLUGIN_DIR)});
+    ScopedEnv env("XDEV_DEVICE", "!HOST");
+    (void)t.reg.default_backend();
+  }
+  xdev::log::set_level(std::nullopt);
+  xdev::log::set_sink(previous);
+  const auto about_ref = std::count_if(said.begin(), said.end(), [](const std::string& m) {
+    return m.find("not the default backend: REF (priority -200") != std::string::npos;
+  });
+  EXPECT_EQ(about_ref, 1) << "REF has two devices, and is one backend";
 }
 
 TEST(Selection, ANameOrDeviceThatDoesNotExistIsAnErrorSayingWhatExists) {

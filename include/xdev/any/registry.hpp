@@ -409,7 +409,10 @@ class Registry {
     if (v.devices.empty())
       throw error(errc::unavailable, v.source.empty() ? std::string("no backend has a device (not even HOST)")
                                                       : v.source + " leaves no device visible; " + devices_locked());
+    std::vector<const Entry*> passed;  // each backend is considered (and logged) once
     for (const auto& [e, i] : v.devices) {
+      if (std::find(passed.begin(), passed.end(), e) != passed.end()) continue;
+      passed.push_back(e);
       const int priority = e->devices.front().capability_set().priority;
       const bool named = std::find(v.named.begin(), v.named.end(), e) != v.named.end();
       if (named || e->name == "HOST" || priority >= host_priority) {
