@@ -9,8 +9,8 @@
 #include <xdev/any/parallel.hpp>
 #include <xdev/any/registry.hpp>
 #include <xdev/any/selector.hpp>
-#include <xdev/core/log.hpp>
 #include <xdev/backends/host.hpp>
+#include <xdev/core/log.hpp>
 #include <xdev/device/runtime.hpp>
 
 #include <gmock/gmock.h>
