@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/error_of.hpp"
 #include "support/test_targets.hpp"
 
 namespace {
@@ -26,16 +27,7 @@ using ::testing::HasSubstr;
 using xdev::AnyDevice;
 using xdev::backends::Host;
 
-template <class F>
-xdev::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no xdev::error was thrown";
-  return xdev::error(xdev::errc::internal, "none");
-}
+using xdev_test::error_of;
 
 // A tensor made by "another framework": it owns a vector, and its deleter counts its calls.
 struct Foreign {

@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "support/error_of.hpp"
 #include "support/test_targets.hpp"
 
 namespace {
@@ -39,16 +40,7 @@ class HostMemoryBackend : public xdev_test::PolicyBackend<xdev::Capabilities<>> 
 static_assert(xdev::concepts::HostAccessibleBackend<HostMemoryBackend>);
 static_assert(!xdev::concepts::LaunchableBackend<HostMemoryBackend>);
 
-template <class F>
-xdev::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no xdev::error was thrown";
-  return xdev::error(xdev::errc::internal, "none");
-}
+using xdev_test::error_of;
 
 class AnyParallel : public ::testing::Test {
  protected:

@@ -12,6 +12,7 @@
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/mesh.hpp>
 
+#include "../support/error_of.hpp"
 #include "../support/manual_backend.hpp"
 
 #include <gmock/gmock.h>
@@ -41,16 +42,7 @@ std::uint32_t size() {
   return session->world_size();
 }
 
-template <class F>
-xdev::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no xdev::error thrown";
-  return xdev::error(xdev::errc::internal, "none");
-}
+using xdev_test::error_of;
 
 TEST(Init, PlacementAgreesWithMpiAndTheLauncher) {
   int r = -1;

@@ -1,6 +1,8 @@
 // The registry (built-in and plugin backends, client options, process configuration hooks),
 // default-backend selection with XDEV_DEVICE, and the device-agnostic accelerator functions.
 #include "plugin_test_support.hpp"
+#include "scoped_current_device.hpp"
+#include "support/error_of.hpp"
 
 #include <xdev/any/accelerator.hpp>
 #include <xdev/any/registry.hpp>
@@ -29,16 +31,7 @@ namespace fs = std::filesystem;
 
 using xdev_test::ScopedEnv;
 
-template <class F>
-xdev::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no xdev::error was thrown";
-  return xdev::error(xdev::errc::internal, "none");
-}
+using xdev_test::error_of;
 
 xdev::plugin::SearchPath dirs(std::initializer_list<fs::path> d) {
   return xdev::plugin::SearchPath(std::vector<fs::path>(d));
@@ -268,17 +261,7 @@ TEST(Selection, APluginAskedForByNameThatFailsIsAnError) {
 // ---- accelerator functions (the process-wide registry: these tests set the environment before
 // its first use, so each must run in a process of its own, as CTest runs them) ------------------
 
-// Restores this thread's current device (set_current_device has no public undo) at scope exit.
-class ScopedCurrentDevice {
- public:
-  ScopedCurrentDevice() : previous_(xdev::accelerator::detail::current) {}
-  ~ScopedCurrentDevice() { xdev::accelerator::detail::current = std::move(previous_); }
-  ScopedCurrentDevice(const ScopedCurrentDevice&) = delete;
-  ScopedCurrentDevice& operator=(const ScopedCurrentDevice&) = delete;
-
- private:
-  std::optional<xdev::AnyDevice> previous_;
-};
+using xdev_test::ScopedCurrentDevice;
 
 TEST(Accelerator, FollowTheSelectedBackend) {
   ScopedCurrentDevice restore;

@@ -3,6 +3,8 @@
 // the scoped current device (DeviceScope). Backends: HOST and the GOOD fixture plugin (priority
 // above HOST's, two devices, memory not host-addressable through the ABI).
 #include "plugin_test_support.hpp"
+#include "scoped_current_device.hpp"
+#include "support/error_of.hpp"
 #include "support/test_targets.hpp"
 
 #include <xdev/any/accelerator.hpp>
@@ -37,16 +39,7 @@ using xdev_test::ScopedEnv;
 namespace fs = std::filesystem;
 namespace sel = xdev::selectors;
 
-template <class F>
-xdev::error error_of(F&& f) {
-  try {
-    f();
-  } catch (const xdev::error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no xdev::error was thrown";
-  return xdev::error(xdev::errc::internal, "none");
-}
+using xdev_test::error_of;
 
 std::vector<std::string> names(const std::vector<AnyDevice>& devices) {
   std::vector<std::string> out;
@@ -281,17 +274,7 @@ static_assert(xdev::DeviceSelector<sel::Selector>);
 
 // ---- the process-wide registry (each test runs in a process of its own, as CTest runs them) -------
 
-// Restores this thread's current device at scope exit.
-class ScopedCurrentDevice {
- public:
-  ScopedCurrentDevice() : previous_(xdev::accelerator::detail::current) {}
-  ~ScopedCurrentDevice() { xdev::accelerator::detail::current = std::move(previous_); }
-  ScopedCurrentDevice(const ScopedCurrentDevice&) = delete;
-  ScopedCurrentDevice& operator=(const ScopedCurrentDevice&) = delete;
-
- private:
-  std::optional<AnyDevice> previous_;
-};
+using xdev_test::ScopedCurrentDevice;
 
 TEST(GlobalSelection, SelectDeviceChoosesAmongWhatXdevDeviceLeavesAndSaysSo) {
   ScopedEnv path("XDEV_PLUGIN_PATH", fixture_dir("good").string());
