@@ -14,11 +14,10 @@
 #pragma once
 
 #include <xdev/any/any_device.hpp>
+#include <xdev/any/device_filter.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 
-#include <algorithm>
-#include <cctype>
 #include <concepts>
 #include <cstddef>
 #include <exception>
@@ -99,11 +98,7 @@ class Selector {
 [[nodiscard]] inline Selector backend(std::string name) {
   return Selector([name = std::move(name)](const AnyDevice& d) {
     const std::string_view t = d.type_name();
-    const bool same =
-        t.size() == name.size() && std::equal(t.begin(), t.end(), name.begin(), [](char x, char y) {
-          return std::toupper(static_cast<unsigned char>(x)) == std::toupper(static_cast<unsigned char>(y));
-        });
-    return same ? Score(0) : Score::reject("a " + std::string(t) + " device, not " + name);
+    return DeviceFilter::same_name(t, name) ? Score(0) : Score::reject("a " + std::string(t) + " device, not " + name);
   });
 }
 
