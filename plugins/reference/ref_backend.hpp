@@ -91,6 +91,10 @@ class Ref {
   }
   /// Frees memory from `allocate`.
   void deallocate(std::size_t, memory_handle h, std::size_t) noexcept { std::free(h); }
+  /// REF's memory is host memory and its handles are its addresses (`HostAccessibleBackend`): the
+  /// plugin table says so (`XDEV_PLUGIN_HOST_MEMORY`), so user C++ kernels and DLPack work on REF
+  /// devices. Every operation accepts any host address as a handle, not only what `allocate` gave.
+  [[nodiscard]] void* host_address(memory_handle h) const noexcept { return h; }
 
   /// Transfers and host tasks run on the device's worker, in submission order; `copy_between`
   /// runs on the source device's worker (all REF devices share the host's memory).

@@ -161,10 +161,30 @@ TEST_F(DLPack, WhatXdevCannotRepresentIsRefusedAndTheTensorStaysTheCallers) {
   xdev::Runtime<xdev_test::F32OnlyBackend> other;
   const auto e = error_of([&] { (void)xdev::from_dlpack<double>(t, AnyDevice(other.device(0))); });
   EXPECT_EQ(e.code(), xdev::errc::unimplemented);
-  EXPECT_THAT(e.what(), HasSubstr("F32ONLY:0 is not a device of the host backend"));
+  EXPECT_THAT(e.what(), HasSubstr("from_dlpack: the memory of F32ONLY:0 is not host memory"));
   EXPECT_EQ(more.load(), 0) << "a refused tensor is not consumed";
   t->deleter(t);
   EXPECT_EQ(more.load(), 1);
+}
+
+// Host memory whose handles are not the addresses they name (a header before the data): exported,
+// but never given outside memory as a handle.
+class HeaderedBackend : public xdev_test::PolicyBackend<xdev::Capabilities<>> {
+ public:
+  static constexpr std::string_view name = "HEADERED";
+  using PolicyBackend::PolicyBackend;
+  [[nodiscard]] void* host_address(memory_handle h) const noexcept { return static_cast<std::byte*>(h) + 64; }
+};
+
+TEST_F(DLPack, ADeviceWhoseHandlesAreNotAddressesDoesNotAdopt) {
+  xdev::Runtime<HeaderedBackend> other;
+  std::atomic<int> deletes{0};
+  DLManagedTensor* t = Foreign::make({1, 2}, {2}, &deletes);
+  const auto e = error_of([&] { (void)xdev::from_dlpack<double>(t, AnyDevice(other.device(0))); });
+  EXPECT_EQ(e.code(), xdev::errc::unimplemented);
+  EXPECT_THAT(e.what(), HasSubstr("from_dlpack: the memory handles of HEADERED:0 are not host addresses"));
+  EXPECT_EQ(deletes.load(), 0) << "a refused tensor is not consumed";
+  t->deleter(t);
 }
 
 TEST_F(DLPack, AnArrayWhoseMemoryIsNotHostAccessibleIsNotExported) {

@@ -8,7 +8,6 @@
 #include "support/test_targets.hpp"
 
 #include <xdev/any/accelerator.hpp>
-#include <xdev/any/parallel.hpp>
 #include <xdev/any/registry.hpp>
 #include <xdev/any/selector.hpp>
 #include <xdev/backends/host.hpp>
@@ -254,16 +253,6 @@ TEST(SelectDevice, ADeviceWithoutTheDtypeIsRejectedAndTheOtherChosen) {
   EXPECT_EQ(xdev::select_device(sel::has_dtype(xdev::DType::f64), all).name(), "HOST:0");
   const auto e = error_of([&] { (void)xdev::select_device(sel::has_dtype(xdev::DType::f64), all.first(1)); });
   EXPECT_THAT(e.what(), HasSubstr("F32ONLY:0: no f64 support"));
-}
-
-TEST(PluginKernels, APluginDeviceCannotRunACppKernelAndSaysSo) {
-  xdev::Registry reg{xdev::plugin::SearchPath(std::vector<fs::path>{fs::path(XDEV_TEST_PLUGIN_DIR)})};
-  const AnyDevice ref = reg.devices("REF").at(0);
-  EXPECT_FALSE(ref.host_accessible());
-  EXPECT_FALSE(ref.runs_kernels());
-  const auto e = error_of([&] { (void)xdev::parallel_for(ref, 4, [](std::size_t) {}); });
-  EXPECT_EQ(e.code(), xdev::errc::unimplemented);
-  EXPECT_THAT(e.what(), HasSubstr("parallel_for: REF:0 cannot run a C++ kernel"));
 }
 
 // A selector returning bool is refused at compile time: false would read as score 0, which accepts.

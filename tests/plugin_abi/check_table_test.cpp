@@ -1,6 +1,7 @@
 // xdev::plugin::check_table (<xdev/plugin/plugin_backend.hpp>): the ABI rules a plugin table must
 // pass before anything but its entry runs, on altered copies of REF's table; and how the host reads
-// `describe_device` (ABI 1.3) and `device_properties` (ABI 1.8) from tables of each size.
+// `describe_device` (ABI 1.3), `device_properties` (ABI 1.8) and XDEV_PLUGIN_HOST_MEMORY (ABI 1.9)
+// from tables of each size and minor.
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
 #include <xdev/core/metrics.hpp>
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -77,10 +79,10 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 8,
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 9,
                 "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
-                "the queues), 1.5 (before the markers), 1.6 (before device times; same table) and 1.7 (before "
-                "device properties) are still accepted");
+                "the queues), 1.5 (before the markers), 1.6 (before device times; same table), 1.7 (before "
+                "device properties) and 1.8 (before the host-memory flag) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
@@ -590,6 +592,44 @@ TEST_F(DevicePropertiesEntry, TheReferencePluginFillsItAndWritesOnlyWhatTheHosts
   EXPECT_STREQ(older.props.name, "xdev reference device 0");
   const auto* bytes = reinterpret_cast<const unsigned char*>(&older);
   for (std::size_t i = covered; i < sizeof older; ++i) EXPECT_EQ(bytes[i], 0xAB) << "byte " << i << " was written";
+}
+
+// XDEV_PLUGIN_HOST_MEMORY (ABI 1.9): REF sets it; xdev believes it only from a 1.9 or newer table.
+TEST(HostMemoryFlag, ReadOnlyFromATableOfV19AndThenKernelsRunOnThePluginsDevices) {
+  const plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  ASSERT_NE(ref.api->flags & XDEV_PLUGIN_HOST_MEMORY, 0u);
+  xdev_plugin_api t = *ref.api;
+  for (std::uint32_t minor : {1u, 8u}) {
+    t.abi_minor = minor;
+    xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+    const xdev::AnyDevice d(rt.device(0));
+    EXPECT_FALSE(rt.backend().runtime_host_accessible()) << "ABI 1." << minor << " predates the flag";
+    EXPECT_FALSE(d.host_accessible()) << "ABI 1." << minor;
+    EXPECT_FALSE(d.runs_kernels()) << "ABI 1." << minor;
+    EXPECT_FALSE(d.properties().host_accessible) << "ABI 1." << minor;
+    auto b = d.allocate<float>(4);
+    EXPECT_EQ(d.model().host_address(b.native_handle()), nullptr) << "ABI 1." << minor;
+  }
+  t.abi_minor = xdev::plugin::host_memory_minor;
+  {
+    xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+    const xdev::AnyDevice d(rt.device(1));
+    EXPECT_TRUE(d.host_accessible());
+    EXPECT_TRUE(d.runs_kernels());
+    EXPECT_TRUE(d.properties().host_accessible);
+    auto b = d.allocate<std::int32_t>(3);
+    auto* p = static_cast<std::int32_t*>(d.model().host_address(b.native_handle()));
+    ASSERT_NE(p, nullptr);
+    const auto handle = xdev::detail::unerase_handle<std::uint64_t>(b.native_handle());
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p), handle) << "the handle is the address";
+    EXPECT_EQ(rt.backend().runtime_host_address(handle), static_cast<void*>(p));
+    const std::vector<std::int32_t> in{7, 8, 9};
+    d.default_stream().copy_to_device(std::span<const std::int32_t>(in), b).get();
+    EXPECT_EQ(p[0] + p[1] + p[2], 24) << "the host reads what the plugin's copy wrote";
+  }
+  t.flags = 0;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  EXPECT_FALSE(xdev::AnyDevice(rt.device(0)).host_accessible()) << "a 1.9 table without the flag";
 }
 
 }  // namespace

@@ -121,9 +121,11 @@ TEST(DefinePlugin, TheTableDescribesTheBackend) {
   EXPECT_STREQ(ref.api->name, "REF");
   EXPECT_STREQ(ref.api->version, "1.0.0");  // Ref::plugin_version
   EXPECT_EQ(std::string(ref.api->platform), xdev_ref::Ref::plugin_platform);
-  EXPECT_EQ(ref.api->flags, 0u);
+  static_assert(xdev::concepts::HostAccessibleBackend<xdev_ref::Ref>);
+  EXPECT_EQ(ref.api->flags, XDEV_PLUGIN_HOST_MEMORY) << "REF's handles are host addresses (ABI 1.9)";
 
   const auto abi = load(plugin_abi_test::abi_plugin);
+  EXPECT_EQ(abi.api->flags & XDEV_PLUGIN_HOST_MEMORY, 0u) << "ABITEST's handles are indices";
   EXPECT_STREQ(abi.api->name, "ABITEST");
   EXPECT_STREQ(abi.api->version, "9.9.9");  // the macro's options
   EXPECT_STREQ(abi.api->platform, "the plugin ABI tests");

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <xdev/any/any_device.hpp>
-#include <xdev/backends/host.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/half.hpp>
@@ -168,23 +167,24 @@ template <class T>
   return &owner.release()->tensor;
 }
 
-/// Takes a DLPack tensor in without a copy, as an array on `device` (a device of the host backend,
-/// whose memory handles are host addresses). The array owns the tensor: its deleter is called once
-/// the array's memory is released, after the work submitted on it.
-/// \throws xdev::error `errc::invalid_argument` naming what xdev cannot represent: a null tensor or
+/// Takes a DLPack tensor in without a copy, as an array on `device`: a device whose memory handles
+/// are host addresses (the host backend's, a plugin's with `XDEV_PLUGIN_HOST_MEMORY` such as REF). The array owns the
+/// tensor: its deleter is called once the array's memory is released, after the work submitted on it. \throws
+/// xdev::error `errc::invalid_argument` naming what xdev cannot represent: a null tensor or
 ///         data, a device type other than `kDLCPU`, a dtype other than `T`'s (bool also accepts
 ///         8-bit unsigned), vector lanes, a rank above `Shape::max_rank`, a negative extent, strides
 ///         that are not dense row-major, data not aligned for `T`; `errc::unimplemented` for a
-///         device not of the host backend. On a throw the tensor is not consumed: the caller still
-///         owns it (and calls its deleter).
+///         device whose memory is not host memory with address handles. On a throw the tensor is not consumed: the
+///         caller still owns it (and calls its deleter).
 template <class T>
 [[nodiscard]] AnyArray<T> from_dlpack(DLManagedTensor* managed, const AnyDevice& device) {
   auto bad = [](const std::string& what) { return error(errc::invalid_argument, "from_dlpack: " + what); };
   if (managed == nullptr) throw bad("the tensor is null");
   if (!device.valid()) throw bad("the device handle names no device");
-  if (device.target<backends::Host>() == nullptr)
-    throw error(errc::unimplemented, "from_dlpack: " + device.name() +
-                                         " is not a device of the host backend; adopted memory goes to HOST devices");
+  if (!device.host_accessible())
+    throw error(errc::unimplemented, "from_dlpack: the memory of " + device.name() +
+                                         " is not host memory; adopted memory goes to devices whose memory is (HOST, "
+                                         "a plugin with XDEV_PLUGIN_HOST_MEMORY)");
   const DLTensor& t = managed->dl_tensor;
   if (t.device.device_type != kDLCPU)
     throw bad("device type " + std::to_string(static_cast<int>(t.device.device_type)) +
@@ -222,6 +222,11 @@ template <class T>
   void* data = t.data == nullptr ? nullptr : static_cast<std::byte*>(t.data) + t.byte_offset;
   if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0)
     throw bad("the data is not aligned for " + std::string(name_of(dtype_of<T>)));
+  // Adoption hands the device `data` itself as a memory handle: only a device whose handles are
+  // the addresses they name can take it.
+  if (data != nullptr && device.model().host_address(detail::erase_handle<void*>(data)) != data)
+    throw error(errc::unimplemented, "from_dlpack: the memory handles of " + device.name() +
+                                         " are not host addresses, so it cannot adopt outside memory");
   if (n == 0) {  // no memory to adopt: the tensor is done with
     AnyArray<T> empty_array(device.template allocate<T>(0), shape);
     if (managed->deleter != nullptr) managed->deleter(managed);

@@ -146,6 +146,17 @@ concept HostAccessibleBackend = Backend<B> && requires(const B& b, typename B::m
   { b.host_address(h) } -> std::same_as<void*>;
 };
 
+/// Optional: the backend learns at run time whether its memory is host memory (a plugin that says
+/// so: `XDEV_PLUGIN_HOST_MEMORY`). `b.runtime_host_accessible()` answers for the whole backend, and
+/// `b.runtime_host_address(h)` is then the host address of `h` (null when it is not). A backend
+/// that always knows uses `HostAccessibleBackend` instead; only that one gives typed `Buffer`s a
+/// `host_data()`.
+template <class B>
+concept RuntimeHostAccess = requires(const B& b, typename B::memory_handle h) {
+  { b.runtime_host_accessible() } noexcept -> std::same_as<bool>;
+  { b.runtime_host_address(h) } noexcept -> std::same_as<void*>;
+};
+
 /// Optional: `b.runtime_name()` names the device type at run time ("NAME" of "NAME:0"), instead
 /// of `B::name`.
 template <class B>
@@ -277,6 +288,29 @@ template <class B>
     return b.runtime_capabilities();
   else
     return B::capabilities::set;
+}
+
+/// True when the host addresses backend `b`'s memory: always for a `HostAccessibleBackend`, at
+/// run time for a `RuntimeHostAccess` one, else never.
+template <class B>
+[[nodiscard]] bool backend_host_accessible(const B& b) noexcept {
+  if constexpr (concepts::HostAccessibleBackend<B>)
+    return (void)b, true;
+  else if constexpr (concepts::RuntimeHostAccess<B>)
+    return b.runtime_host_accessible();
+  else
+    return (void)b, false;
+}
+
+/// The host address of backend `b`'s memory `h`, or null when `b`'s memory is not host memory.
+template <class B>
+[[nodiscard]] void* backend_host_address(const B& b, const typename B::memory_handle& h) noexcept {
+  if constexpr (concepts::HostAccessibleBackend<B>)
+    return b.host_address(h);
+  else if constexpr (concepts::RuntimeHostAccess<B>)
+    return b.runtime_host_accessible() ? b.runtime_host_address(h) : nullptr;
+  else
+    return (void)b, (void)h, nullptr;
 }
 
 /// What device `device` of backend `b` is: `b.device_description(device)` when it has that hook,

@@ -100,7 +100,7 @@ class Device {
     require_valid();
     DeviceProperties p = detail::backend_properties(backend(), ordinal_);
     const CapabilitySet caps = detail::backend_capabilities(backend());
-    p.host_accessible = concepts::HostAccessibleBackend<B>;
+    p.host_accessible = detail::backend_host_accessible(backend());
     p.supported_dtypes = caps.supported_dtypes;
     if (p.memory_total == 0) p.memory_total = caps.memory_per_device;
     return p;

@@ -75,8 +75,11 @@ extern "C" {
  * - 1.8 appends `device_properties` (what a device is as typed fields: `xdev_device_properties`)
  *   after `release_marker`. Older tables end before it and are still accepted: xdev reads it only
  *   from a 1.8 or newer table whose `struct_size` covers it, and otherwise reports their devices'
- *   properties as unknown (except what xdev knows itself: dtypes, memory from the capabilities). */
-#define XDEV_ABI_MINOR 8
+ *   properties as unknown (except what xdev knows itself: dtypes, memory from the capabilities).
+ * - 1.9 adds the flag XDEV_PLUGIN_HOST_MEMORY (the plugin's memory handles are host addresses, so
+ *   xdev runs user C++ kernels on its devices and shares their arrays through DLPack). The table's
+ *   layout is unchanged; xdev reads the flag only from a 1.9 or newer table. */
+#define XDEV_ABI_MINOR 9
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -142,6 +145,14 @@ typedef int32_t xdev_status;
 /* xdev_plugin_api::flags */
 /* The library must never be unloaded (it registers atexit handlers, keeps threads, ...). */
 #define XDEV_PLUGIN_NEVER_UNLOAD 0x1u
+/* Since 1.9: the plugin's memory is host memory, and its handles are host addresses, both ways:
+ * every `xdev_memory` that `allocate` returns is the address of the block, which the calling
+ * process may read and write (from any thread, once the work submitted on it before has completed),
+ * and the plugin accepts as a handle the address of any live, suitably aligned host memory (xdev
+ * passes memory it adopted from elsewhere, such as a DLPack tensor). xdev then runs user C++
+ * kernels on the plugin's devices as host tasks in device order (`execute`), and exports and
+ * imports their arrays through DLPack. Read only from a 1.9 or newer table. */
+#define XDEV_PLUGIN_HOST_MEMORY 0x2u
 
 /* ---- value types ------------------------------------------------------------------------- */
 

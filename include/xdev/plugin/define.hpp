@@ -46,6 +46,11 @@
 ///   for, every dtype. xdev runs its CPU fallback for what the masks leave out.
 /// - `B::memory_handle` must be trivially copyable and at most 8 bytes: it travels as its bits in
 ///   an `xdev_memory`.
+/// - `flags` gets `XDEV_PLUGIN_HOST_MEMORY` (ABI 1.9) when `B` is an
+///   `xdev::concepts::HostAccessibleBackend` whose `memory_handle` is a pointer: `host_address(h)`
+///   must then be `h` itself, and `B` must accept the address of any live host memory as a handle
+///   (xdev adopts DLPack tensors that way). xdev then runs user C++ kernels on the plugin's devices
+///   and exports their arrays through DLPack.
 /// - Every entry converts exceptions into a status and a message: an `xdev::error` keeps its
 ///   `errc`, `std::bad_alloc` becomes `errc::out_of_memory`, anything else `errc::internal` with
 ///   its `what()`. A completion the host passes becomes the `xdev::Completion` the member receives;

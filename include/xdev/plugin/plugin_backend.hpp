@@ -99,6 +99,8 @@ class PluginBackend {
     if (detail::table_has(api, device_properties_minor,
                           offsetof(xdev_plugin_api, device_properties) + sizeof(api->device_properties)))
       properties_ = api->device_properties;
+    // The host-memory flag means something only from 1.9 on (an older plugin's bits are unknown).
+    host_memory_ = api->abi_minor >= host_memory_minor && (api->flags & XDEV_PLUGIN_HOST_MEMORY) != 0;
     // Native queues (1.5): all three entries, in a table that covers them.
     if (detail::table_has(api, queues_minor, offsetof(xdev_plugin_api, bind_queue) + sizeof(api->bind_queue)) &&
         api->create_queue != nullptr && api->destroy_queue != nullptr && api->bind_queue != nullptr) {
@@ -145,6 +147,14 @@ class PluginBackend {
 
   /// The plugin's name, what its devices are called by ("REF" of "REF:0").
   [[nodiscard]] std::string_view runtime_name() const noexcept { return name_; }
+  /// True when the plugin says its memory handles are host addresses (`XDEV_PLUGIN_HOST_MEMORY`,
+  /// read from a table of ABI 1.9 or newer; `concepts::RuntimeHostAccess`): xdev then runs user C++
+  /// kernels on its devices and shares their arrays through DLPack.
+  [[nodiscard]] bool runtime_host_accessible() const noexcept { return host_memory_; }
+  /// The host address of memory `h` when `runtime_host_accessible()`, else null.
+  [[nodiscard]] void* runtime_host_address(memory_handle h) const noexcept {
+    return host_memory_ ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(h)) : nullptr;
+  }
   /// The capabilities the plugin reported when this backend object was created.
   [[nodiscard]] CapabilitySet runtime_capabilities() const noexcept { return caps_; }
   /// True when the plugin runs `op` natively for element dtype `t` (and `t2`: the index dtype of
@@ -474,6 +484,8 @@ class PluginBackend {
   std::string name_;
   std::string version_;
   std::string platform_;
+  // The table's XDEV_PLUGIN_HOST_MEMORY (ABI 1.9).
+  bool host_memory_ = false;
   // The table's `describe_device` when it has one (ABI 1.3 and a table large enough), else null.
   decltype(xdev_plugin_api::describe_device) describe_ = nullptr;
   // The table's `device_properties` when it has one (ABI 1.8 and a table large enough), else null.

@@ -80,6 +80,10 @@ static_assert(device_times_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> pr
 inline constexpr std::uint32_t device_properties_minor = 8;
 static_assert(device_properties_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates device properties");
 
+/// The ABI minor that added the flag XDEV_PLUGIN_HOST_MEMORY (the table's layout is unchanged).
+inline constexpr std::uint32_t host_memory_minor = 9;
+static_assert(host_memory_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates host-memory plugins");
+
 namespace detail {
 
 /// The size of a table of ABI 1.6 and 1.7 (1.7 changed only the completion): everything before

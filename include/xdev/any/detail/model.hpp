@@ -94,7 +94,7 @@ class AnyDeviceModel {
   /// What the device is, as typed fields: `Device<B>::properties()` (asked each time).
   virtual DeviceProperties properties() const = 0;
   /// The host address of memory `h` when the backend's memory is host memory
-  /// (`concepts::HostAccessibleBackend`), else null.
+  /// (`concepts::HostAccessibleBackend`, or `concepts::RuntimeHostAccess` saying so), else null.
   virtual void* host_address(erased_handle h) const noexcept = 0;
 
   // Memory, through the device's caching allocator (statistics and limit included).
@@ -160,17 +160,14 @@ class DeviceModel final : public AnyDeviceModel {
   DeviceModel(Device<B> dev, std::shared_ptr<void> owner)
       : AnyDeviceModel(std::move(owner),
                        {&dev.runtime(), dev.ordinal(), dev.name(), std::string(backend_name(dev.backend())),
-                        capabilities_of(dev), dev.queue(), concepts::HostAccessibleBackend<B>,
-                        concepts::LaunchableBackend<B> || concepts::HostAccessibleBackend<B>}),
+                        capabilities_of(dev), dev.queue(), detail::backend_host_accessible(dev.backend()),
+                        concepts::LaunchableBackend<B> || detail::backend_host_accessible(dev.backend())}),
         dev_(dev) {}
 
   std::string description() const override { return dev_.description(); }
   DeviceProperties properties() const override { return dev_.properties(); }
   void* host_address(erased_handle h) const noexcept override {
-    if constexpr (concepts::HostAccessibleBackend<B>)
-      return dev_.backend().host_address(unerase_handle<H>(h));
-    else
-      return (void)h, nullptr;
+    return detail::backend_host_address(dev_.backend(), unerase_handle<H>(h));
   }
 
   erased_handle allocate(std::size_t bytes) const override { return erase_handle(dev_.allocator().allocate(bytes)); }
@@ -205,9 +202,11 @@ class DeviceModel final : public AnyDeviceModel {
   void launch(ops::LaunchArgs args, Completion done) const override {
     if constexpr (concepts::LaunchableBackend<B>) {
       dev_.backend().launch(dev_.ordinal(), std::move(args), std::move(done));
-    } else if constexpr (concepts::HostAccessibleBackend<B>) {
-      dev_.backend().execute(dev_.ordinal(), HostTask([a = std::move(args)] { a.kernel(0, a.n); }), std::move(done));
     } else {
+      if (identity.host_accessible) {
+        dev_.backend().execute(dev_.ordinal(), HostTask([a = std::move(args)] { a.kernel(0, a.n); }), std::move(done));
+        return;
+      }
       done(std::make_exception_ptr(error(errc::unimplemented, identity.name + " cannot run a C++ kernel: its memory is "
                                                                               "not host-accessible")));
     }

@@ -453,6 +453,16 @@ constexpr Fn marker_entry(Fn fn) noexcept {
     return nullptr;
 }
 
+// XDEV_PLUGIN_HOST_MEMORY when the backend's handles are host addresses: a HostAccessibleBackend
+// whose handle is a pointer (its `host_address(h)` is `h`).
+template <class B>
+constexpr std::uint32_t host_memory_flag() noexcept {
+  if constexpr (concepts::HostAccessibleBackend<B> && std::is_pointer_v<typename B::memory_handle>)
+    return XDEV_PLUGIN_HOST_MEMORY;
+  else
+    return 0;
+}
+
 // An op entry is in the table only when the backend has that op for at least one dtype.
 template <class Table, class Fn>
 constexpr Fn entry_if(std::uint32_t op, Fn fn) noexcept {
@@ -469,7 +479,7 @@ inline constexpr xdev_plugin_api plugin_api{
     PluginTable<B, Info>::name(),
     PluginTable<B, Info>::version(),
     PluginTable<B, Info>::platform(),
-    PluginTable<B, Info>::info.flags,
+    PluginTable<B, Info>::info.flags | host_memory_flag<B>(),
     &PluginTable<B, Info>::initialize,
     &PluginTable<B, Info>::create,
     &PluginTable<B, Info>::destroy,
