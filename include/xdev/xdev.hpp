@@ -10,7 +10,9 @@
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/device_filter.hpp>
+#include <xdev/any/kernel.hpp>
 #include <xdev/any/parallel.hpp>
+#include <xdev/any/pinned.hpp>
 #include <xdev/any/selector.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>
@@ -24,6 +26,7 @@
 #include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
+#include <xdev/backend/user_kernel.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/env.hpp>

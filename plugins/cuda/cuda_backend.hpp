@@ -339,6 +339,23 @@ class Cuda {
     return p;
   }
 
+  /// Page-locked host memory (`cudaHostAlloc`, portable to every device) for `xdev::pinned`:
+  /// transfers from and to it are a direct `cudaMemcpyAsync` (`page_locked`), never staged.
+  /// \throws xdev::error `errc::out_of_memory` naming the device and the size.
+  void* allocate_pinned(std::size_t device, std::size_t bytes) {
+    Dev& d = dev(device);
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, std::max<std::size_t>(bytes, 1), cudaHostAllocPortable);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky
+      throw xdev::error(xdev::errc::out_of_memory, d.label + ": no " + std::to_string(bytes) +
+                                                       " bytes of page-locked host memory: cudaHostAlloc failed");
+    }
+    check(d, e, "pinned host memory", "cudaHostAlloc");
+    return p;
+  }
+  void deallocate_pinned(std::size_t, void* p, std::size_t) noexcept { cudaFreeHost(p); }
+
   void deallocate(std::size_t device, memory_handle h, std::size_t) noexcept {
     if (h == nullptr || device >= devices_.size()) return;
     Dev& d = *devices_[device];

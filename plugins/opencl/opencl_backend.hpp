@@ -22,12 +22,16 @@
 ///   device's timer can be put on the host's steady clock (the offset is measured once per device,
 ///   at start, from a marker's QUEUED time); each completion then reports when the device started
 ///   and ended its submission's last command (`xdev::report_device_times`).
+/// - User kernels (`xdev::Kernel`, OpenCL C, ABI 1.9): built per device on the first launch there,
+///   with the build log in the error when the build fails, and the signature checked against the
+///   declared parameters (user_kernel.hpp); launched like the ops, on the bound queue.
 /// - Every failed OpenCL call is reported with the call and the status by name (cl_error.hpp).
 #pragma once
 
 #include "cl_error.hpp"
 #include "kernels.hpp"
 #include "settings.hpp"
+#include "user_kernel.hpp"
 
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/device_properties.hpp>
@@ -536,6 +540,119 @@ class OpenCL {
     cl_check(clEnqueueBarrierWithWaitList(queue_of(d), 1, &m, nullptr), d.label, "clEnqueueBarrierWithWaitList");
   }
   void release_marker(std::size_t, marker_handle m) noexcept { clReleaseEvent(m); }
+
+  // ---- pinned host memory (concepts::AllocatesPinned) ------------------------------------------
+
+  /// Host memory the device transfers from and to fast: a `CL_MEM_ALLOC_HOST_PTR` buffer in the
+  /// device's context, mapped for reading and writing (what OpenCL drivers recognise as pinned in
+  /// `clEnqueueRead/WriteBuffer`, the NVIDIA and AMD guides' fast path). Kept mapped until
+  /// `deallocate_pinned`.
+  /// \throws xdev::error `errc::out_of_memory` naming the device and the size.
+  void* allocate_pinned(std::size_t device, std::size_t bytes) {
+    Dev& d = dev(device);
+    const std::size_t want = std::max<std::size_t>(bytes, 1);
+    const std::string what = d.label + ": " + std::to_string(bytes) + " bytes of pinned host memory";
+    cl_int err = CL_SUCCESS;
+    cl_mem m =
+        clCreateBuffer(contexts_[d.context].context, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, want, nullptr, &err);
+    if (err != CL_SUCCESS || m == nullptr) throw cl_failure(what, "clCreateBuffer", err);
+    void* p = nullptr;
+    {
+      std::lock_guard lk(d.m);
+      p = clEnqueueMapBuffer(d.queue, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, nullptr, nullptr, &err);
+    }
+    if (err != CL_SUCCESS || p == nullptr) {
+      clReleaseMemObject(m);
+      throw cl_failure(what, "clEnqueueMapBuffer", err);
+    }
+    std::lock_guard lk(pinned_m_);
+    pinned_.emplace(p, PinnedHost{m, device, want});
+    return p;
+  }
+  /// Unmaps and releases memory from `allocate_pinned`.
+  void deallocate_pinned(std::size_t, void* p, std::size_t) noexcept {
+    PinnedHost h;
+    {
+      std::lock_guard lk(pinned_m_);
+      const auto it = pinned_.find(p);
+      if (it == pinned_.end()) return;
+      h = it->second;
+      pinned_.erase(it);
+    }
+    unmap(h, p);
+  }
+  /// True when `p` lies in memory from `allocate_pinned` (what a transfer from or to it uses).
+  [[nodiscard]] bool is_pinned(const void* p) const noexcept {
+    std::lock_guard lk(pinned_m_);
+    auto it = pinned_.upper_bound(const_cast<void*>(p));
+    if (it == pinned_.begin()) return false;
+    --it;
+    return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.bytes;
+  }
+
+  // ---- user kernels given as source (concepts::RunsSourceKernels; user_kernel.hpp) ------------
+
+  using kernel_handle = detail::UserKernel*;
+
+  /// Takes an OpenCL C kernel; it is built for each device on its first launch there.
+  /// \throws xdev::error `errc::unimplemented` for another language; `errc::invalid_argument` for
+  /// a bool scalar parameter (OpenCL C kernels take none).
+  kernel_handle create_kernel(const xdev::KernelSource& s) {
+    if (s.language != xdev::opencl_c)
+      throw xdev::error(xdev::errc::unimplemented, "OPENCL compiles kernels in \"" + std::string(xdev::opencl_c) +
+                                                       "\", not \"" + s.language + "\" (kernel \"" + s.entry + "\")");
+    for (std::size_t i = 0; i < s.params.size(); ++i)
+      if (s.params[i].kind == xdev::KernelArgKind::scalar && s.params[i].dtype == xdev::DType::bool_)
+        throw xdev::error(xdev::errc::invalid_argument, "OPENCL: kernel \"" + s.entry + "\": parameter " +
+                                                            std::to_string(i) +
+                                                            " is a bool scalar, which OpenCL C kernels cannot take "
+                                                            "(declare it u8 and pass a std::uint8_t)");
+    auto k = std::make_unique<detail::UserKernel>(s, devices_.size());
+    std::lock_guard lk(user_kernels_m_);
+    return user_kernels_.emplace(k.get(), std::move(k)).first->first;
+  }
+  /// Lets the kernel go (launches already enqueued still run: OpenCL retains what they use).
+  void destroy_kernel(kernel_handle k) noexcept {
+    std::unique_ptr<detail::UserKernel> gone;
+    std::lock_guard lk(user_kernels_m_);
+    const auto it = user_kernels_.find(k);
+    if (it == user_kernels_.end()) return;
+    gone = std::move(it->second);
+    user_kernels_.erase(it);
+  }
+  /// Enqueues the kernel on the bound queue over `a.global` (work-groups `a.local`, or the
+  /// runtime's choice), building it for this device first if needed.
+  /// \throws xdev::error `errc::invalid_argument` with the build log, or naming a disagreement
+  /// between the source and the declared parameters.
+  void launch_kernel(std::size_t device, kernel_handle k, const xdev::KernelLaunchArgs<memory_handle>& a,
+                     xdev::Completion done) {
+    Dev& d = dev(device);
+    const xdev::KernelSource& src = k->source();
+    if (a.args.size() != src.params.size())
+      throw xdev::error(xdev::errc::invalid_argument, d.label + ": kernel \"" + src.entry +
+                                                          "\": " + std::to_string(a.args.size()) + " arguments for " +
+                                                          std::to_string(src.params.size()) + " parameters");
+    cl_kernel kern = k->for_device(device, contexts_[d.context].context, d.id, d.label);
+    std::size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
+    for (std::uint32_t i = 0; i < a.global.dims(); ++i) {
+      global[i] = a.global[i];
+      local[i] = a.local.empty() ? 0 : a.local[i];
+    }
+    std::unique_lock lk(d.m);  // the kernel object's arguments are shared: set and enqueue under the lock
+    for (std::size_t i = 0; i < a.args.size(); ++i) {
+      const auto index = static_cast<cl_uint>(i);
+      if (src.params[i].kind == xdev::KernelArgKind::buffer)
+        set_arg(d, kern, src.entry, index, a.args[i].memory);
+      else
+        cl_check(clSetKernelArg(kern, index, xdev::size_of(src.params[i].dtype), &a.args[i].scalar_bits),
+                 d.label + ": kernel \"" + src.entry + "\" argument " + std::to_string(i), "clSetKernelArg");
+    }
+    cl_event ev = nullptr;
+    const cl_int err = clEnqueueNDRangeKernel(queue_of(d), kern, a.global.dims(), nullptr, global,
+                                              a.local.empty() ? nullptr : local, 0, nullptr, &ev);
+    if (err != CL_SUCCESS) throw cl_failure(d.label + ": kernel \"" + src.entry + "\"", "clEnqueueNDRangeKernel", err);
+    complete_on(d, lk, ev, pending(std::move(done), d.label + ": kernel \"" + src.entry + "\""));
+  }
 
   // ---- the portable operations: OpenCL C kernels (kernels.hpp) ------------------------------
 
@@ -1155,7 +1272,10 @@ class OpenCL {
       if (d->queue != nullptr) clFinish(d->queue);
       for (cl_command_queue q : d->stream_queues) clFinish(q);
     }
-    host_worker_.reset();  // runs the host tasks already posted
+    host_worker_.reset();                      // runs the host tasks already posted
+    user_kernels_.clear();                     // their programs and kernels, before the contexts go
+    for (auto& [p, h] : pinned_) unmap(h, p);  // pinned memory not given back
+    pinned_.clear();
     for (auto& d : devices_) {
       for (auto& [n, k] : d->kernels) clReleaseKernel(k);
       if (d->queue != nullptr) clReleaseCommandQueue(d->queue);
@@ -1173,6 +1293,23 @@ class OpenCL {
 
   std::vector<Context> contexts_;
   std::vector<std::unique_ptr<Dev>> devices_;
+  struct PinnedHost {
+    cl_mem buffer = nullptr;
+    std::size_t device = 0;
+    std::size_t bytes = 0;
+  };
+  void unmap(const PinnedHost& h, void* p) noexcept {
+    Dev& d = *devices_[h.device];
+    {
+      std::lock_guard lk(d.m);
+      clEnqueueUnmapMemObject(d.queue, h.buffer, p, 0, nullptr, nullptr);
+    }
+    clReleaseMemObject(h.buffer);
+  }
+  mutable std::mutex pinned_m_;
+  std::map<void*, PinnedHost> pinned_;  // under pinned_m_
+  std::mutex user_kernels_m_;
+  std::map<detail::UserKernel*, std::unique_ptr<detail::UserKernel>> user_kernels_;  // under user_kernels_m_
   xdev::CapabilitySet caps_;
   std::unique_ptr<xdev::SerialWorker> host_worker_;
 };

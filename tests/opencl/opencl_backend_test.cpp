@@ -173,6 +173,31 @@ TEST_F(OpenCLBackend, TransfersRoundTripAndCrossDevices) {
   b().deallocate(last, c, bytes);
 }
 
+// Pinned host memory is a mapped CL_MEM_ALLOC_HOST_PTR buffer the backend keeps track of until it is
+// given back; transfers take it as their host side directly.
+TEST_F(OpenCLBackend, PinnedMemoryIsMappedTrackedAndGivenBack) {
+  const std::size_t bytes = 4096;
+  void* p = b().allocate_pinned(0, bytes);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(b().is_pinned(p));
+  EXPECT_TRUE(b().is_pinned(static_cast<char*>(p) + bytes - 1));
+  EXPECT_FALSE(b().is_pinned(static_cast<char*>(p) + bytes));
+  std::vector<float> stack(4);
+  EXPECT_FALSE(b().is_pinned(stack.data()));
+  auto* f = static_cast<float*>(p);
+  for (int i = 0; i < 1024; ++i) f[i] = static_cast<float>(i);
+  auto a = b().allocate(0, bytes);
+  run([&](xdev::Completion d) { b().copy_to_device(0, p, a, 0, bytes, std::move(d)); });
+  std::vector<float> out(1024);
+  run([&](xdev::Completion d) { b().copy_to_host(0, a, 0, out.data(), bytes, std::move(d)); });
+  EXPECT_EQ(out[1023], 1023.0F);
+  b().deallocate(0, a, bytes);
+  b().deallocate_pinned(0, p, bytes);
+  EXPECT_FALSE(b().is_pinned(p));
+  void* kept = b().allocate_pinned(b().device_count() - 1, 64);  // not given back: released with the backend
+  EXPECT_TRUE(b().is_pinned(kept));
+}
+
 // Profiling: each completion says when the device ran the submission, on the host's steady clock
 // (within the calibration's microseconds of the host's own view of the call), just before it runs.
 TEST_F(OpenCLBackend, EachCompletionSaysWhenTheDeviceRanTheWork) {

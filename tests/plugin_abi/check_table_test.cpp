@@ -4,6 +4,8 @@
 // from tables of each size and minor.
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
+#include <xdev/any/kernel.hpp>
+#include <xdev/any/pinned.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/ops/elementwise.hpp>
@@ -82,7 +84,7 @@ TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
   static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 9,
                 "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
                 "the queues), 1.5 (before the markers), 1.6 (before device times; same table), 1.7 (before "
-                "device properties) and 1.8 (before the host-memory flag) are still accepted");
+                "device properties) and 1.8 (before the host-memory flag and the kernel entries) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
@@ -630,6 +632,153 @@ TEST(HostMemoryFlag, ReadOnlyFromATableOfV19AndThenKernelsRunOnThePluginsDevices
   t.flags = 0;
   xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
   EXPECT_FALSE(xdev::AnyDevice(rt.device(0)).host_accessible()) << "a 1.9 table without the flag";
+}
+
+// User kernels (ABI 1.9): read only from a 1.9 table that covers them and has all three entries.
+std::atomic<int> kernels_created{0};
+std::atomic<int> kernels_destroyed{0};
+std::string last_kernel_source;
+xdev_status create_kernel_entry(void*, const xdev_kernel_source* s, std::uint64_t* out, xdev_error*) {
+  ++kernels_created;
+  last_kernel_source.assign(s->source, s->source_size);
+  EXPECT_STREQ(s->language, "OpenCL C");
+  EXPECT_STREQ(s->entry, "k");
+  EXPECT_EQ(s->param_count, 2u);
+  EXPECT_EQ(s->params[1].kind, unsigned{XDEV_KERNEL_ARG_SCALAR});
+  EXPECT_EQ(s->params[1].dtype, unsigned{XDEV_DTYPE_I64});
+  *out = 77;
+  return XDEV_OK;
+}
+xdev_status launch_kernel_entry(void*, std::uint64_t device, std::uint64_t kernel, const xdev_kernel_launch* l,
+                                const xdev_completion* done, xdev_error*) {
+  EXPECT_EQ(device, 1u);
+  EXPECT_EQ(kernel, 77u);
+  EXPECT_EQ(l->dims, 2u);
+  EXPECT_EQ(l->global[0], 4u);
+  EXPECT_EQ(l->global[1], 6u);
+  EXPECT_EQ(l->local[0], 0u) << "no work-group: the plugin's choice";
+  EXPECT_EQ(l->arg_count, 2u);
+  EXPECT_EQ(l->args[1].scalar_bits, 5u);
+  done->complete(done->context, XDEV_OK, nullptr);
+  return XDEV_OK;
+}
+void destroy_kernel_entry(void*, std::uint64_t kernel) {
+  EXPECT_EQ(kernel, 77u);
+  ++kernels_destroyed;
+}
+
+class KernelEntries : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kernels_created = 0;
+    kernels_destroyed = 0;
+    t.create_kernel = &create_kernel_entry;
+    t.launch_kernel = &launch_kernel_entry;
+    t.destroy_kernel = &destroy_kernel_entry;
+  }
+  static xdev::Kernel kernel() {
+    return xdev::Kernel({.source = "__kernel void k(__global float* y, long n) {}",
+                         .entry = "k",
+                         .params = {xdev::KernelParam::buffer<float>(), xdev::KernelParam::scalar<std::int64_t>()}});
+  }
+  plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  xdev_plugin_api t = *ref.api;
+};
+
+TEST_F(KernelEntries, ATableOfV19CreatesLaunchesAndDestroysEachKernelOnce) {
+  ASSERT_EQ(ref.api->create_kernel, nullptr) << "REF runs no source kernels";
+  {
+    xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+    EXPECT_TRUE(rt.backend().runs_source_kernels());
+    const xdev::AnyDevice d(rt.device(1));
+    auto y = d.allocate<float>(24);
+    {
+      const xdev::Kernel k = kernel();
+      const xdev::Kernel copy = k;
+      k.launch(d.default_stream(), {4, 6}, {y, std::int64_t{5}}).get();
+      copy.launch(d, {4, 6}, {y, std::int64_t{5}}).get();
+      EXPECT_EQ(kernels_created.load(), 1) << "one kernel object per backend, shared by copies";
+      EXPECT_EQ(last_kernel_source, "__kernel void k(__global float* y, long n) {}");
+    }
+    EXPECT_EQ(kernels_destroyed.load(), 1) << "destroyed with the last copy";
+  }
+}
+
+TEST_F(KernelEntries, AnOlderTableOrAMissingEntryRunsNoSourceKernels) {
+  t.abi_minor = 8;  // full size, entries set: still a 1.8 table
+  EXPECT_FALSE(PluginBackend(&t, ref.library).runs_source_kernels());
+  xdev_plugin_api header = t;
+  header.abi_minor = 9;
+  header.struct_size = xdev::plugin::detail::table_size_v1_8;
+  const GuardedTable table(header, xdev::plugin::detail::table_size_v1_8);
+  EXPECT_NO_THROW(xdev::plugin::check_table(table.api(), "1.8-sized"));
+  EXPECT_FALSE(PluginBackend(table.api(), ref.library).runs_source_kernels()) << "a table that ends before them";
+  t.abi_minor = 9;
+  t.destroy_kernel = nullptr;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  EXPECT_FALSE(rt.backend().runs_source_kernels()) << "all three or none";
+  auto y = xdev::AnyDevice(rt.device(0)).allocate<float>(1);
+  expect_error(
+      xdev::errc::unimplemented,
+      [&] {
+        (void)kernel().launch(xdev::AnyDevice(rt.device(0)), {1}, {y, std::int64_t{1}});
+      },
+      "REF: the plugin does not run kernels given as source (asked for OpenCL C kernel \"k\")");
+  EXPECT_EQ(kernels_created.load(), 0);
+}
+
+// Pinned host memory (ABI 1.9): read only from a 1.9 table with both entries; xdev gives ordinary
+// memory otherwise, and gives the plugin's back after the work submitted before the drop.
+std::atomic<int> host_allocs{0};
+std::atomic<int> host_frees{0};
+alignas(64) unsigned char host_block[256];
+xdev_status allocate_host_entry(void*, std::uint64_t device, std::uint64_t bytes, void** out, xdev_error*) {
+  EXPECT_EQ(device, 1u);
+  EXPECT_LE(bytes, sizeof host_block);
+  ++host_allocs;
+  *out = host_block;
+  return XDEV_OK;
+}
+void deallocate_host_entry(void*, std::uint64_t device, void* memory, std::uint64_t bytes) {
+  EXPECT_EQ(device, 1u);
+  EXPECT_EQ(memory, static_cast<void*>(host_block));
+  EXPECT_EQ(bytes, 40u);
+  ++host_frees;
+}
+
+TEST(PinnedEntries, ATableOfV19GivesItsMemoryAndTakesItBackOnceAnOlderOneGivesOrdinaryMemory) {
+  host_allocs = 0;
+  host_frees = 0;
+  const plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  ASSERT_EQ(ref.api->allocate_host, nullptr) << "REF has no pinned memory";
+  xdev_plugin_api t = *ref.api;
+  t.allocate_host = &allocate_host_entry;
+  t.deallocate_host = &deallocate_host_entry;
+  {
+    xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+    EXPECT_TRUE(rt.backend().allocates_pinned());
+    const xdev::AnyDevice d(rt.device(1));
+    {
+      auto p = xdev::pinned<float>(d, 10);
+      EXPECT_TRUE(p.backend_allocated());
+      EXPECT_EQ(static_cast<void*>(p.data()), static_cast<void*>(host_block));
+    }
+    d.synchronize();
+    EXPECT_EQ(host_allocs.load(), 1);
+    EXPECT_EQ(host_frees.load(), 1) << "given back once, after the device's work";
+  }
+  t.abi_minor = 8;  // full size, entries set: still a 1.8 table
+  {
+    xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+    EXPECT_FALSE(rt.backend().allocates_pinned());
+    auto p = xdev::pinned<float>(xdev::AnyDevice(rt.device(1)), 10);
+    EXPECT_FALSE(p.backend_allocated());
+  }
+  t.abi_minor = 9;
+  t.deallocate_host = nullptr;  // both or neither
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  EXPECT_FALSE(rt.backend().allocates_pinned());
+  EXPECT_EQ(host_allocs.load(), 1);
 }
 
 }  // namespace

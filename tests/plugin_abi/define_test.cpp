@@ -5,6 +5,7 @@
 #include <xdev/backend/concepts.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
+#include <xdev/plugin/detail/kernel_marshal.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 
 #include <gmock/gmock.h>
@@ -129,6 +130,62 @@ TEST(DefinePlugin, TheTableDescribesTheBackend) {
   EXPECT_STREQ(abi.api->name, "ABITEST");
   EXPECT_STREQ(abi.api->version, "9.9.9");  // the macro's options
   EXPECT_STREQ(abi.api->platform, "the plugin ABI tests");
+}
+
+// The user-kernel structs (ABI 1.9) arrive checked, as the generated entries read them: a backend's
+// `create_kernel` and `launch_kernel` never see what xdev's own `Kernel` would have refused.
+TEST(DefinePlugin, KernelStructsAreCheckedOnTheWayIn) {
+  namespace d = xdev::plugin::detail;
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  EXPECT_EQ(ref.api->create_kernel, nullptr) << "REF runs no source kernels: the entries are null";
+  EXPECT_EQ(ref.api->launch_kernel, nullptr);
+  EXPECT_EQ(ref.api->destroy_kernel, nullptr);
+
+  const xdev_kernel_param params[2] = {{XDEV_KERNEL_ARG_BUFFER, XDEV_DTYPE_F32},
+                                       {XDEV_KERNEL_ARG_SCALAR, XDEV_DTYPE_I64}};
+  const char text[] = "__kernel void k(__global float* y, long n) {}";
+  xdev_kernel_source src{sizeof src, "OpenCL C", text, sizeof text - 1, "k", "-w", 2, params};
+  const xdev::KernelSource s = d::kernel_source_from(&src);
+  EXPECT_EQ(s.source, text);
+  EXPECT_EQ(s.options, "-w");
+  EXPECT_EQ(s.params.at(1), xdev::KernelParam::scalar<std::int64_t>());
+  auto refused = [](auto&& f, xdev::errc code, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted";
+    } catch (const xdev::error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr(what));
+    }
+  };
+  xdev_kernel_source small = src;
+  small.struct_size = 16;
+  refused([&] { (void)d::kernel_source_from(&small); }, xdev::errc::incompatible_abi,
+          "xdev_kernel_source: expected at least");
+  xdev_kernel_param bad_params[1] = {{7, XDEV_DTYPE_F32}};
+  xdev_kernel_source bad = src;
+  bad.param_count = 1;
+  bad.params = bad_params;
+  refused([&] { (void)d::kernel_source_from(&bad); }, xdev::errc::invalid_argument, "parameter 0 has kind 7");
+  bad_params[0] = {XDEV_KERNEL_ARG_BUFFER, 99};
+  refused([&] { (void)d::kernel_source_from(&bad); }, xdev::errc::invalid_argument, "parameter 0 has dtype 99");
+
+  const xdev_kernel_arg args[2] = {{0x1000, 0}, {0, 42}};
+  xdev_kernel_launch l{sizeof l, 2, {8, 4, 0}, {2, 2, 0}, 2, args};
+  const auto a = d::kernel_launch_from<void*>(&l);
+  EXPECT_EQ(a.global, (xdev::NDRange{8, 4}));
+  EXPECT_EQ(a.local, (xdev::NDRange{2, 2}));
+  EXPECT_EQ(a.args.at(0).memory, reinterpret_cast<void*>(0x1000));
+  EXPECT_EQ(a.args.at(1).scalar_bits, 42u);
+  l.local[1] = 3;
+  refused([&] { (void)d::kernel_launch_from<void*>(&l); }, xdev::errc::invalid_argument,
+          "the work-group {2, 3} does not divide the range {8, 4}");
+  l.dims = 4;
+  refused([&] { (void)d::kernel_launch_from<void*>(&l); }, xdev::errc::invalid_argument, "4 dims, not 1 to 3");
+  l.dims = 1;
+  l.global[0] = 0;
+  l.local[0] = 0;
+  refused([&] { (void)d::kernel_launch_from<void*>(&l); }, xdev::errc::invalid_argument, "global extent 0 is 0");
 }
 
 // `describe_device` (ABI 1.3) is in the table when the backend has `device_description`: ABITEST

@@ -136,7 +136,8 @@ class AnyDevice {
     return valid() ? model_->identity.capabilities : CapabilitySet{};
   }
   /// True when the host can address the device's memory directly (the backend models
-  /// `concepts::HostAccessibleBackend`, as the host backend does); false when `!valid()`.
+  /// `concepts::HostAccessibleBackend`, as the host backend does, or a plugin says so with
+  /// `XDEV_PLUGIN_HOST_MEMORY`); false when `!valid()`.
   [[nodiscard]] bool host_accessible() const noexcept { return valid() && model_->identity.host_accessible; }
   /// True when `parallel_for` and `parallel_reduce` can run a C++ kernel on the device: its backend
   /// launches user kernels (`concepts::LaunchableBackend`) or its memory is host-accessible.

@@ -112,6 +112,15 @@ class AdoptedMemoryModel final : public AnyDeviceModel {
   }
   const void* target(const std::type_info& backend) const noexcept override { return b().target(backend); }
   std::unique_ptr<NativeQueue> make_native_queue() const override { return b().make_native_queue(); }
+  PinnedBlock allocate_pinned(std::size_t bytes) const override { return b().allocate_pinned(bytes); }
+  void deallocate_pinned(PinnedBlock block, std::size_t bytes) const noexcept override {
+    b().deallocate_pinned(block, bytes);
+  }
+  std::uint64_t create_kernel(const KernelSource& source) const override { return b().create_kernel(source); }
+  void destroy_kernel(std::uint64_t kernel) const noexcept override { b().destroy_kernel(kernel); }
+  void launch_kernel(std::uint64_t kernel, KernelLaunchArgs<erased_handle> args, Completion done) const override {
+    b().launch_kernel(kernel, std::move(args), std::move(done));
+  }
 
  private:
   const AnyDeviceModel& b() const noexcept { return base_.model(); }

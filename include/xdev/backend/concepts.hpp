@@ -157,6 +157,17 @@ concept RuntimeHostAccess = requires(const B& b, typename B::memory_handle h) {
   { b.runtime_host_address(h) } noexcept -> std::same_as<void*>;
 };
 
+/// Optional: host memory the device reads and writes fast (page-locked or device-mapped:
+/// `cudaHostAlloc`, a mapped OpenCL `CL_MEM_ALLOC_HOST_PTR` buffer), for `xdev::pinned`.
+/// `allocate_pinned(device, bytes)` returns its host address, or null when the backend has none to
+/// give (xdev then uses ordinary host memory); `deallocate_pinned` gives it back (xdev calls it
+/// after the work submitted before the release).
+template <class B>
+concept AllocatesPinned = requires(B& b, std::size_t device, std::size_t bytes, void* p) {
+  { b.allocate_pinned(device, bytes) } -> std::same_as<void*>;
+  { b.deallocate_pinned(device, p, bytes) } noexcept;
+};
+
 /// Optional: `b.runtime_name()` names the device type at run time ("NAME" of "NAME:0"), instead
 /// of `B::name`.
 template <class B>

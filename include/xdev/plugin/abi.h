@@ -77,8 +77,14 @@ extern "C" {
  *   from a 1.8 or newer table whose `struct_size` covers it, and otherwise reports their devices'
  *   properties as unknown (except what xdev knows itself: dtypes, memory from the capabilities).
  * - 1.9 adds the flag XDEV_PLUGIN_HOST_MEMORY (the plugin's memory handles are host addresses, so
- *   xdev runs user C++ kernels on its devices and shares their arrays through DLPack). The table's
- *   layout is unchanged; xdev reads the flag only from a 1.9 or newer table. */
+ *   xdev runs user C++ kernels on its devices and shares their arrays through DLPack; read only
+ *   from a 1.9 or newer table), and appends user kernels given as source: `create_kernel`,
+ *   `launch_kernel` and `destroy_kernel` (`xdev_kernel_source`, `xdev_kernel_launch`) after
+ *   `device_properties`. Older tables end before them and are still accepted: xdev reads them only
+ *   from a 1.9 or newer table whose `struct_size` covers them, uses them only when all three are
+ *   non-null, and otherwise refuses source kernels on the plugin's devices. It also appends pinned
+ *   host memory, `allocate_host` and `deallocate_host`, used only when both are non-null (else
+ *   xdev::pinned gives ordinary host memory). */
 #define XDEV_ABI_MINOR 9
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
@@ -376,6 +382,47 @@ typedef struct xdev_device_properties {
   uint64_t memory_free;         /* bytes the driver says are free now; UINT64_MAX: unknown */
 } xdev_device_properties;
 
+/* ---- user kernels (since 1.9) ---------------------------------------------------------- */
+
+/* xdev::KernelArgKind: what a kernel parameter is. */
+#define XDEV_KERNEL_ARG_BUFFER 0 /* device memory of elements of `dtype` (`__global T*` in OpenCL C) */
+#define XDEV_KERNEL_ARG_SCALAR 1 /* one value of `dtype`, by value */
+
+typedef struct xdev_kernel_param {
+  uint32_t kind;  /* XDEV_KERNEL_ARG_* */
+  uint32_t dtype; /* XDEV_DTYPE_* */
+} xdev_kernel_param;
+
+/* A user kernel given as source (xdev::KernelSource). Everything is valid only during the call. */
+typedef struct xdev_kernel_source {
+  size_t struct_size;
+  const char* language; /* NUL-terminated: "OpenCL C" */
+  const char* source;   /* `source_size` bytes, not necessarily NUL-terminated */
+  uint64_t source_size;
+  const char* entry;   /* NUL-terminated: the kernel function's name */
+  const char* options; /* NUL-terminated build options ("" for none) */
+  uint32_t param_count;
+  const xdev_kernel_param* params; /* `param_count` of them, in the signature's order */
+} xdev_kernel_source;
+
+/* One argument of a launch, for the parameter of the same index. */
+typedef struct xdev_kernel_arg {
+  xdev_memory memory;   /* XDEV_KERNEL_ARG_BUFFER: the whole allocation */
+  uint64_t scalar_bits; /* XDEV_KERNEL_ARG_SCALAR: the value's bits (low bytes, as memcpy writes) */
+} xdev_kernel_arg;
+
+/* A launch, validated by xdev: `dims` is 1 to 3, every `global` extent at least 1; `local` is all
+ * zero (the plugin's choice of work-group) or of the same dims, dividing `global`; one argument
+ * per parameter, of the kind and dtype the parameter declares, buffers on the launch's device. */
+typedef struct xdev_kernel_launch {
+  size_t struct_size;
+  uint32_t dims;
+  uint64_t global[3];
+  uint64_t local[3];
+  uint32_t arg_count;
+  const xdev_kernel_arg* args;
+} xdev_kernel_launch;
+
 typedef struct xdev_plugin_api {
   size_t struct_size;
   uint32_t abi_major;
@@ -490,6 +537,33 @@ typedef struct xdev_plugin_api {
    * time `properties()` is called, so `memory_free` may be the driver's figure of the moment.
    * Null entry: every field unknown. */
   xdev_status (*device_properties)(void* backend, uint64_t device, xdev_device_properties* out, xdev_error* err);
+
+  /* ---- since 1.9 (read only when `abi_minor` >= 9 and `struct_size` covers the field) ---- */
+
+  /* Optional user kernels given as source (all three, or none: then xdev::Kernel refuses the
+   * plugin's devices with XDEV_ERR_UNIMPLEMENTED):
+   * - create_kernel: takes a kernel's source (copy what you keep); `*out` is an opaque nonzero
+   *   handle shared by every device. A language the plugin does not compile is
+   *   XDEV_ERR_UNIMPLEMENTED naming it; it may compile now or on the first launch per device.
+   * - launch_kernel: runs `kernel` on `device` like an operation (on the bound queue, completing
+   *   `done`). The first launch on a device compiles the kernel there, and later launches reuse
+   *   it; a build failure is XDEV_ERR_INVALID_ARGUMENT whose message carries the build log, and a
+   *   parameter list that disagrees with the source is XDEV_ERR_INVALID_ARGUMENT naming it.
+   * - destroy_kernel: called once per kernel when xdev launches it no more; the launches already
+   *   made still run to completion. */
+  xdev_status (*create_kernel)(void* backend, const xdev_kernel_source* source, uint64_t* out, xdev_error* err);
+  xdev_status (*launch_kernel)(void* backend, uint64_t device, uint64_t kernel, const xdev_kernel_launch* launch,
+                               const xdev_completion* done, xdev_error* err);
+  void (*destroy_kernel)(void* backend, uint64_t kernel);
+
+  /* Optional pinned host memory (both, or neither: then xdev::pinned gives ordinary host memory):
+   * - allocate_host: `*out` is the host address of `bytes` bytes (at least 1) of host memory that
+   *   `device` reads and writes fast (page-locked, device-mapped), 64-byte aligned, readable and
+   *   writable by the process until deallocate_host. xdev passes it to the transfer entries as
+   *   `src`/`dst` like any host memory: the plugin should recognise it and skip any staging.
+   * - deallocate_host: gives it back, after every transfer that used it has completed. */
+  xdev_status (*allocate_host)(void* backend, uint64_t device, uint64_t bytes, void** out, xdev_error* err);
+  void (*deallocate_host)(void* backend, uint64_t device, void* memory, uint64_t bytes);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

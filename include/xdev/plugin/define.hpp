@@ -39,6 +39,10 @@
 /// - `record_marker`, `wait_marker` and `release_marker` (ABI 1.6) are non-null when `B` also has
 ///   native markers (`xdev::concepts::NativeMarkers`); else null, and a stream that waits for
 ///   another stream's event is held on the host.
+/// - `create_kernel`, `launch_kernel` and `destroy_kernel` (ABI 1.9) are non-null when `B` runs
+///   kernels given as source (`xdev::concepts::RunsSourceKernels`); the incoming source and launch
+///   structs are checked (a parameter of no known kind or dtype, dims outside [1, 3], a zero extent,
+///   a work-group that does not divide the range are `errc::invalid_argument`).
 /// - An operation entry is non-null when `B` has that op member for at least one dtype, and
 ///   `op_dtypes` reports exactly the dtypes (and pairs, for gather and convert) whose `ops::*Args`
 ///   its members accept, checked per dtype with a requires-expression. Constrain your op templates

@@ -19,6 +19,7 @@
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
 #include <xdev/backend/device_properties.hpp>
+#include <xdev/backend/user_kernel.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/ops/op_args.hpp>
@@ -40,6 +41,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace xdev::plugin {
 
@@ -115,6 +117,21 @@ class PluginBackend {
         wait_marker_ = api->wait_marker;
         release_marker_ = api->release_marker;
       }
+    }
+    // User kernels (1.9): all three entries, in a table that covers them.
+    if (detail::table_has(api, kernels_minor,
+                          offsetof(xdev_plugin_api, destroy_kernel) + sizeof(api->destroy_kernel)) &&
+        api->create_kernel != nullptr && api->launch_kernel != nullptr && api->destroy_kernel != nullptr) {
+      create_kernel_ = api->create_kernel;
+      launch_kernel_ = api->launch_kernel;
+      destroy_kernel_ = api->destroy_kernel;
+    }
+    // Pinned host memory (1.9): both entries, in a table that covers them.
+    if (detail::table_has(api, pinned_minor,
+                          offsetof(xdev_plugin_api, deallocate_host) + sizeof(api->deallocate_host)) &&
+        api->allocate_host != nullptr && api->deallocate_host != nullptr) {
+      allocate_host_ = api->allocate_host;
+      deallocate_host_ = api->deallocate_host;
     }
     require(api_->create, "create");
     const xdev_client_options o = detail::to_c(options_);
@@ -295,6 +312,78 @@ class PluginBackend {
   }
   void release_marker(std::size_t device, marker_handle m) noexcept {
     if (release_marker_ != nullptr) release_marker_(backend_, device, m);
+  }
+
+  // ---- user kernels given as source (ABI 1.9; concepts::RunsSourceKernels) ----------------------
+
+  using kernel_handle = std::uint64_t;
+  /// Whether the plugin runs kernels given as source (all three entries of ABI 1.9).
+  [[nodiscard]] bool runs_source_kernels() const noexcept { return create_kernel_ != nullptr; }
+  /// The plugin's kernel object for `s` (`create_kernel`).
+  /// \throws xdev::error `errc::unimplemented` when the plugin runs no source kernels; the
+  /// plugin's error ("OPENCL: create_kernel: ...", a language it does not compile).
+  kernel_handle create_kernel(const KernelSource& s) {
+    if (create_kernel_ == nullptr)
+      throw error(errc::unimplemented, name_ + ": the plugin does not run kernels given as source (asked for " +
+                                           s.language + " kernel \"" + s.entry + "\")");
+    std::vector<xdev_kernel_param> params;
+    params.reserve(s.params.size());
+    for (const KernelParam& p : s.params)
+      params.push_back({static_cast<std::uint32_t>(p.kind), static_cast<std::uint32_t>(p.dtype)});
+    const xdev_kernel_source c{sizeof(xdev_kernel_source),
+                               s.language.c_str(),
+                               s.source.data(),
+                               s.source.size(),
+                               s.entry.c_str(),
+                               s.options.c_str(),
+                               static_cast<std::uint32_t>(params.size()),
+                               params.data()};
+    std::uint64_t k = 0;
+    call("create_kernel", [&](xdev_error* e) { return create_kernel_(backend_, &c, &k, e); });
+    if (k == 0) throw error(errc::internal, name_ + ": create_kernel: the plugin returned no handle");
+    return k;
+  }
+  /// Runs kernel `k` on `device` (`launch_kernel`); a failure the plugin reports later reaches `done`.
+  /// \throws xdev::error the plugin's error when the entry fails at once (a build log, a parameter
+  /// list that disagrees with the source).
+  void launch_kernel(std::size_t device, kernel_handle k, KernelLaunchArgs<memory_handle> a, Completion done) {
+    require(launch_kernel_, "launch_kernel");
+    std::vector<xdev_kernel_arg> args;
+    args.reserve(a.args.size());
+    for (const auto& v : a.args) args.push_back({v.memory, v.scalar_bits});
+    xdev_kernel_launch l{};
+    l.struct_size = sizeof l;
+    l.dims = a.global.dims();
+    for (std::uint32_t d = 0; d < l.dims && d < NDRange::max_dims; ++d) {
+      l.global[d] = a.global[d];
+      l.local[d] = a.local.empty() ? 0 : a.local[d];
+    }
+    l.arg_count = static_cast<std::uint32_t>(args.size());
+    l.args = args.data();
+    start("launch_kernel", std::move(done), nullptr,
+          [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
+            return launch_kernel_(backend_, device, k, &l, c, e);
+          });
+  }
+  void destroy_kernel(kernel_handle k) noexcept {
+    if (destroy_kernel_ != nullptr) destroy_kernel_(backend_, k);
+  }
+
+  // ---- pinned host memory (ABI 1.9; concepts::AllocatesPinned) ---------------------------------
+
+  /// Whether the plugin gives pinned host memory (both entries of ABI 1.9).
+  [[nodiscard]] bool allocates_pinned() const noexcept { return allocate_host_ != nullptr; }
+  /// The plugin's pinned memory (`allocate_host`), or null when it has none (xdev then uses
+  /// ordinary host memory). \throws xdev::error the plugin's error ("OPENCL: allocate_host: ...").
+  void* allocate_pinned(std::size_t device, std::size_t bytes) {
+    if (allocate_host_ == nullptr) return nullptr;
+    void* p = nullptr;
+    call("allocate_host", [&](xdev_error* e) { return allocate_host_(backend_, device, bytes, &p, e); });
+    if (p == nullptr) throw error(errc::internal, name_ + ": allocate_host: the plugin returned no memory");
+    return p;
+  }
+  void deallocate_pinned(std::size_t device, void* p, std::size_t bytes) noexcept {
+    if (deallocate_host_ != nullptr) deallocate_host_(backend_, device, p, bytes);
   }
 
   // ---- the Backend concept -------------------------------------------------------------------
@@ -498,6 +587,13 @@ class PluginBackend {
   decltype(xdev_plugin_api::record_marker) record_marker_ = nullptr;
   decltype(xdev_plugin_api::wait_marker) wait_marker_ = nullptr;
   decltype(xdev_plugin_api::release_marker) release_marker_ = nullptr;
+  // The table's user-kernel entries when it has all three (ABI 1.9), else null.
+  decltype(xdev_plugin_api::create_kernel) create_kernel_ = nullptr;
+  decltype(xdev_plugin_api::launch_kernel) launch_kernel_ = nullptr;
+  decltype(xdev_plugin_api::destroy_kernel) destroy_kernel_ = nullptr;
+  // The table's pinned-memory entries when it has both (ABI 1.9), else null.
+  decltype(xdev_plugin_api::allocate_host) allocate_host_ = nullptr;
+  decltype(xdev_plugin_api::deallocate_host) deallocate_host_ = nullptr;
   void* backend_ = nullptr;
   std::uint32_t abi_minor_ = 0;
   CapabilitySet caps_{};

@@ -80,11 +80,18 @@ static_assert(device_times_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> pr
 inline constexpr std::uint32_t device_properties_minor = 8;
 static_assert(device_properties_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates device properties");
 
-/// The ABI minor that added the flag XDEV_PLUGIN_HOST_MEMORY (the table's layout is unchanged).
+/// The ABI minor that added the flag XDEV_PLUGIN_HOST_MEMORY, and appended the user-kernel entries
+/// (`create_kernel`, `launch_kernel`, `destroy_kernel`).
 inline constexpr std::uint32_t host_memory_minor = 9;
+inline constexpr std::uint32_t kernels_minor = 9;
+/// The ABI minor that appended pinned host memory (`allocate_host`, `deallocate_host`).
+inline constexpr std::uint32_t pinned_minor = 9;
 static_assert(host_memory_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates host-memory plugins");
 
 namespace detail {
+
+/// The size of a table of ABI 1.8: everything before `create_kernel`, which 1.9 appended.
+inline constexpr std::size_t table_size_v1_8 = offsetof(xdev_plugin_api, create_kernel);
 
 /// The size of a table of ABI 1.6 and 1.7 (1.7 changed only the completion): everything before
 /// `device_properties`, which 1.8 appended.

@@ -8,6 +8,7 @@
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
 #include <xdev/backend/device_properties.hpp>
+#include <xdev/backend/user_kernel.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/half.hpp>
@@ -20,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -45,6 +47,24 @@ struct erased_handle {
     return std::memcmp(a.bytes, b.bytes, capacity) == 0;
   }
 };
+
+/// Host memory from `AnyDeviceModel::allocate_pinned`: its address, and whether the backend
+/// allocated it (page-locked or device-mapped) or it is ordinary host memory.
+struct PinnedBlock {
+  void* data = nullptr;
+  bool backend = false;
+};
+
+/// Ordinary host memory for `xdev::pinned` where the backend has none: 64-byte aligned.
+inline void* ordinary_pinned(std::size_t bytes, const std::string& device) {
+  constexpr std::size_t alignment = 64;
+  void* p = bytes <= std::size_t(-1) - alignment
+                ? std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment)
+                : nullptr;
+  if (p == nullptr)
+    throw error(errc::out_of_memory, "pinned: " + device + ": no " + std::to_string(bytes) + " bytes of host memory");
+  return p;
+}
 
 /// True when a backend's memory handle `H` fits in an `erased_handle`.
 template <class H>
@@ -118,6 +138,22 @@ class AnyDeviceModel {
   /// a `concepts::LaunchableBackend`; else, for host-accessible memory, the whole range as one host
   /// task in device order; else (`identity.runs_kernels` false) completes with `errc::unimplemented`.
   virtual void launch(ops::LaunchArgs args, Completion done) const = 0;
+
+  /// Host memory for transfers with this device (`xdev::pinned`): the backend's pinned memory
+  /// (`concepts::AllocatesPinned`), else ordinary host memory.
+  virtual PinnedBlock allocate_pinned(std::size_t bytes) const = 0;
+  /// Gives back a block of `allocate_pinned` after the device's work submitted so far (memory of a
+  /// backend that is gone went with it).
+  virtual void deallocate_pinned(PinnedBlock block, std::size_t bytes) const noexcept = 0;
+
+  /// User kernels given as source (`concepts::RunsSourceKernels`; `xdev::Kernel`): the backend's
+  /// kernel object for `source`, shared by the devices of this backend object; a backend that runs
+  /// none throws `errc::unimplemented` naming the device and the language.
+  virtual std::uint64_t create_kernel(const KernelSource& source) const = 0;
+  /// Lets go of a kernel from `create_kernel` (launches already started still run).
+  virtual void destroy_kernel(std::uint64_t kernel) const noexcept = 0;
+  /// Runs `kernel` on this device with `args` (validated by `xdev::Kernel`), completing `done`.
+  virtual void launch_kernel(std::uint64_t kernel, KernelLaunchArgs<erased_handle> args, Completion done) const = 0;
 
   /// Runs a portable op: `args` points to the op's `*Args<T..., erased_handle>` struct for dtypes
   /// (`t`, `t2`) as `ops::detail::op_info` describes them; the model rebuilds the typed struct and
@@ -214,6 +250,60 @@ class DeviceModel final : public AnyDeviceModel {
 
   std::unique_ptr<NativeQueue> make_native_queue() const override { return detail::make_native_queue(dev_); }
 
+  PinnedBlock allocate_pinned(std::size_t bytes) const override {
+    if constexpr (concepts::AllocatesPinned<B>) {
+      // The stream-ordered release packs the ordinal and the size into one word (below).
+      if (dev_.ordinal() < pinned_max_ordinal && bytes < pinned_max_bytes) {
+        if (void* p = dev_.backend().allocate_pinned(dev_.ordinal(), bytes)) return {p, true};
+      }
+    }
+    return {ordinary_pinned(bytes, identity.name), false};
+  }
+  void deallocate_pinned(PinnedBlock block, std::size_t bytes) const noexcept override {
+    if (!block.backend) {
+      if (!dev_.valid()) return std::free(block.data);
+      return dev_.queue()->release_after_work([p = block.data] { std::free(p); });
+    }
+    if constexpr (concepts::AllocatesPinned<B>) {
+      if (!dev_.valid()) return;  // the backend, and its memory, are gone
+      // Three words at most (a free must not allocate): the ordinal shares one with the size.
+      const std::uint64_t where = (std::uint64_t{dev_.ordinal()} << 48) | bytes;
+      dev_.queue()->release_after_work([b = &dev_.backend(), p = block.data, where] {
+        b->deallocate_pinned(static_cast<std::size_t>(where >> 48), p,
+                             static_cast<std::size_t>(where & (pinned_max_bytes - 1)));
+      });
+    }
+  }
+
+  std::uint64_t create_kernel(const KernelSource& source) const override {
+    if constexpr (concepts::RunsSourceKernels<B>) {
+      const auto k = dev_.backend().create_kernel(source);
+      if constexpr (std::is_pointer_v<decltype(k)>)
+        return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(k));
+      else
+        return static_cast<std::uint64_t>(k);
+    } else {
+      throw error(errc::unimplemented, identity.name + " does not run kernels given as source (asked for " +
+                                           source.language + " kernel \"" + source.entry +
+                                           "\"); C++ kernels on host-accessible devices are parallel_for");
+    }
+  }
+  void destroy_kernel(std::uint64_t kernel) const noexcept override {
+    if constexpr (concepts::RunsSourceKernels<B>) dev_.backend().destroy_kernel(kernel_of(kernel));
+  }
+  void launch_kernel(std::uint64_t kernel, KernelLaunchArgs<erased_handle> args, Completion done) const override {
+    if constexpr (concepts::RunsSourceKernels<B>) {
+      KernelLaunchArgs<H> typed{args.global, args.local, {}};
+      typed.args.reserve(args.args.size());
+      for (const auto& a : args.args) typed.args.push_back({unerase_handle<H>(a.memory), a.scalar_bits});
+      dev_.backend().launch_kernel(dev_.ordinal(), kernel_of(kernel), std::move(typed), std::move(done));
+    } else {
+      (void)kernel, (void)args;
+      done(
+          std::make_exception_ptr(error(errc::unimplemented, identity.name + " does not run kernels given as source")));
+    }
+  }
+
   void run(ops::OpKind op, DType t, DType t2, const void* args, Completion done) const override {
     bool ran = false;
     // Rebuilds the typed arguments from the erased ones behind `args` and starts the op.
@@ -288,6 +378,24 @@ class DeviceModel final : public AnyDeviceModel {
   }
 
  private:
+  // The backend's pinned memory is used for devices and sizes that fit the packed release (every
+  // real one: 2^48 bytes is beyond any host's address space); ordinary memory otherwise.
+  static constexpr std::size_t pinned_max_ordinal = std::size_t{1} << 16;
+  static constexpr std::uint64_t pinned_max_bytes = std::uint64_t{1} << 48;
+
+  // A kernel handle of `B` back from its 64 bits.
+  static auto kernel_of(std::uint64_t k) noexcept {
+    if constexpr (concepts::RunsSourceKernels<B>) {
+      using K = typename B::kernel_handle;
+      if constexpr (std::is_pointer_v<K>)
+        return reinterpret_cast<K>(static_cast<std::uintptr_t>(k));
+      else
+        return static_cast<K>(k);
+    } else {
+      return k;
+    }
+  }
+
   Device<B> dev_;
 };
 

@@ -13,6 +13,7 @@
 #include <xdev/ops/op_args.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 #include <xdev/plugin/detail/entry_guard.hpp>
+#include <xdev/plugin/detail/kernel_marshal.hpp>
 #include <xdev/plugin/detail/op_marshal.hpp>
 #include <xdev/plugin/detail/op_table.hpp>
 #include <xdev/policy/capability_set.hpp>
@@ -335,6 +336,50 @@ struct PluginTable {
       backend(p).release_marker(static_cast<std::size_t>(device), handle_from<typename B::marker_handle>(m));
   }
 
+  // -- user kernels given as source (in the table only when `B` runs them: `kernel_entry`) --
+
+  static xdev_status create_kernel(void* p, const xdev_kernel_source* source, std::uint64_t* out,
+                                   xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      if constexpr (concepts::RunsSourceKernels<B>) {
+        *out = handle_bits(backend(p).create_kernel(kernel_source_from(source)));
+        if (*out == 0) throw error(errc::internal, "create_kernel returned the null kernel");
+      }
+    });
+  }
+  static xdev_status launch_kernel(void* p, std::uint64_t device, std::uint64_t kernel,
+                                   const xdev_kernel_launch* launch, const xdev_completion* done,
+                                   xdev_error* err) noexcept {
+    return run_async(err, done, [&](Completion c) {
+      if constexpr (concepts::RunsSourceKernels<B>)
+        backend(p).launch_kernel(static_cast<std::size_t>(device), handle_from<typename B::kernel_handle>(kernel),
+                                 kernel_launch_from<H>(launch), std::move(c));
+    });
+  }
+  static void destroy_kernel(void* p, std::uint64_t kernel) noexcept {
+    if constexpr (concepts::RunsSourceKernels<B>)
+      backend(p).destroy_kernel(handle_from<typename B::kernel_handle>(kernel));
+  }
+
+  // -- pinned host memory (in the table only when `B` has it: `pinned_entry`) --
+
+  static xdev_status allocate_host(void* p, std::uint64_t device, std::uint64_t bytes, void** out,
+                                   xdev_error* err) noexcept {
+    return guarded(err, [&] {
+      if (out == nullptr) throw error(errc::invalid_argument, "the output pointer is null");
+      if constexpr (concepts::AllocatesPinned<B>) {
+        *out = backend(p).allocate_pinned(static_cast<std::size_t>(device), static_cast<std::size_t>(bytes));
+        if (*out == nullptr)
+          throw error(errc::out_of_memory, "no pinned host memory of " + std::to_string(bytes) + " bytes");
+      }
+    });
+  }
+  static void deallocate_host(void* p, std::uint64_t device, void* memory, std::uint64_t bytes) noexcept {
+    if constexpr (concepts::AllocatesPinned<B>)
+      backend(p).deallocate_pinned(static_cast<std::size_t>(device), memory, static_cast<std::size_t>(bytes));
+  }
+
   // -- memory and transfers --
 
   static xdev_status allocate(void* p, std::uint64_t device, std::uint64_t bytes, xdev_memory* out,
@@ -435,6 +480,24 @@ constexpr auto properties_entry() noexcept -> decltype(xdev_plugin_api::device_p
     return nullptr;
 }
 
+// The user-kernel entries are in the table only when the backend runs kernels given as source.
+template <class B, class Fn>
+constexpr Fn kernel_entry(Fn fn) noexcept {
+  if constexpr (concepts::RunsSourceKernels<B>)
+    return fn;
+  else
+    return nullptr;
+}
+
+// The pinned-memory entries are in the table only when the backend has pinned host memory.
+template <class B, class Fn>
+constexpr Fn pinned_entry(Fn fn) noexcept {
+  if constexpr (concepts::AllocatesPinned<B>)
+    return fn;
+  else
+    return nullptr;
+}
+
 // The queue entries are in the table only when the backend has native queues.
 template <class B, class Fn>
 constexpr Fn queue_entry(Fn fn) noexcept {
@@ -512,6 +575,11 @@ inline constexpr xdev_plugin_api plugin_api{
     marker_entry<B>(&PluginTable<B, Info>::wait_marker),
     marker_entry<B>(&PluginTable<B, Info>::release_marker),
     properties_entry<B, PluginTable<B, Info>>(),
+    kernel_entry<B>(&PluginTable<B, Info>::create_kernel),
+    kernel_entry<B>(&PluginTable<B, Info>::launch_kernel),
+    kernel_entry<B>(&PluginTable<B, Info>::destroy_kernel),
+    pinned_entry<B>(&PluginTable<B, Info>::allocate_host),
+    pinned_entry<B>(&PluginTable<B, Info>::deallocate_host),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
