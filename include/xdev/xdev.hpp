@@ -10,6 +10,7 @@
 #include <xdev/plugin/abi.h>
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/device_filter.hpp>
+#include <xdev/any/graph.hpp>
 #include <xdev/any/kernel.hpp>
 #include <xdev/any/parallel.hpp>
 #include <xdev/any/pinned.hpp>

@@ -53,13 +53,23 @@ class StreamCore {
   /// An event that becomes ready when all work submitted to this stream so far has completed.
   /// On a native queue with markers (`concepts::NativeMarkers`) the event also carries the
   /// queue's marker, which other streams of the device wait on without the host.
-  [[nodiscard]] Event record() const { return record_point(tools::active()); }
+  [[nodiscard]] Event record() const {
+    refuse_in_capture("record()");
+    return record_point(tools::active());
+  }
 
   /// Work submitted to this stream after this call starts only once `e` is ready. When this
   /// stream and the one that recorded `e` are native queues of one device with markers, the
   /// device orders them (the metric `stream.wait.native` counts these waits); otherwise the
   /// stream is held on the host until `e` is ready (`stream.wait.host` where a native queue had to).
   void wait(const Event& e) const {
+    if (CaptureSink* sink = capturing(chain_.get())) {  // a graph step: wait for `e` at each replay
+      sink->record([e](Completion done) {
+        note_multi_step_launch();  // held on the host: later steps wait for it even on a native queue
+        e.on_ready([done = std::move(done)]() mutable { done(nullptr); });
+      });
+      return;
+    }
     event_activity tool;
     if (tools::active()) tool = event_activity(tools::Category::event_wait, queue_, chain_->id(), e.state().tool_id);
     if (markers_in_use()) {
@@ -79,6 +89,7 @@ class StreamCore {
   /// completion handlers have run, then raises the oldest error the device kept (as
   /// `Device::synchronize()` does). Work on other streams may still be running.
   void synchronize() const {
+    refuse_in_capture("synchronize()");
     tools::detail::within_activity(tools::Category::synchronize, "Stream::synchronize", queue_->name(), chain_->id(),
                                    [&] {
                                      record_point(false).wait();
@@ -115,6 +126,16 @@ class StreamCore {
   }
 
  protected:
+  // The stream's chain (graph capture records what is submitted to it).
+  friend const std::shared_ptr<OpChain>& chain_of(const StreamCore& s) noexcept { return s.chain_; }
+
+  void refuse_in_capture(const char* what) const {
+    if (capturing(chain_.get()) != nullptr)
+      throw error(errc::invalid_argument, std::string("capture: ") + what +
+                                              " on a stream being captured: only work is recorded; call it before "
+                                              "or after the capture");
+  }
+
   // record(), told to the profiler hooks when `reported` (a synchronize's own record is not).
   [[nodiscard]] Event record_point(bool reported) const {
     Event e = Event::pending();

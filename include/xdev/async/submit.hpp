@@ -3,11 +3,13 @@
 /// token. Backend authors never call this; `Device` and `Stream` do.
 #pragma once
 
+#include <xdev/async/detail/capture.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/detail/hooks.hpp>
+#include <xdev/core/error.hpp>
 #include <xdev/core/metrics.hpp>
 
 #include <boost/asio/associated_executor.hpp>
@@ -23,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -440,6 +443,24 @@ struct submit_initiation {
   void operator()(Handler&& handler) {
     using H = std::decay_t<Handler>;
     H h(std::forward<Handler>(handler));
+    if (CaptureSink* sink = capturing(chain.get())) [[unlikely]] {
+      // Graph capture: recorded to run at each replay; the handler completes now.
+      if constexpr (std::is_void_v<T> && std::is_copy_constructible_v<Launch>) {
+        sink->record(std::function<void(Completion)>(std::move(launch)));
+        auto ex = boost::asio::get_associated_executor(h);
+        boost::asio::dispatch(ex, [h = std::move(h)]() mutable {
+          async_scope scope;
+          std::move(h)(std::exception_ptr{});
+        });
+        return;
+      } else if constexpr (!std::is_void_v<T>) {
+        throw error(errc::invalid_argument,
+                    "capture: an operation with a result (sum, dot, parallel_reduce, ...) cannot be captured: a "
+                    "replay would have nowhere to deliver it");
+      } else {
+        throw error(errc::invalid_argument, "capture: this operation cannot be captured (its launch is not copyable)");
+      }
+    }
     if constexpr (is_awaitable_handler<H>) {
       if (queue->closed()) {          // the coroutine gets the refusal at its co_await (see the trait)
         initiating_scope initiating;  // so that it is posted, not resumed inside this call

@@ -30,6 +30,7 @@
 #include <type_traits>
 #include <typeinfo>
 #include <utility>
+#include <vector>
 
 namespace xdev::detail {
 
@@ -47,6 +48,57 @@ struct erased_handle {
     return std::memcmp(a.bytes, b.bytes, capacity) == 0;
   }
 };
+
+/// What a graph replay uses instead of the memory the captured work used (`xdev::GraphBindings`):
+/// buffers by handle, host memory by range. Read by `DeviceModel` through `active_bindings`, which a
+/// replay sets around each step it starts, so the captured launches reach the backend with the
+/// bound memory.
+struct GraphBindingsData {
+  struct Host {
+    const void* captured;
+    std::size_t bytes;
+    void* now;
+  };
+  std::vector<std::pair<erased_handle, erased_handle>> buffers;
+  std::vector<Host> host;
+};
+
+/// The bindings of the replay step this thread is starting, or null.
+inline thread_local const GraphBindingsData* active_bindings = nullptr;
+
+/// Sets `active_bindings` for a scope.
+class GraphBindingsScope {
+ public:
+  explicit GraphBindingsScope(const GraphBindingsData* b) noexcept : prev_(std::exchange(active_bindings, b)) {}
+  GraphBindingsScope(const GraphBindingsScope&) = delete;
+  GraphBindingsScope& operator=(const GraphBindingsScope&) = delete;
+  ~GraphBindingsScope() { active_bindings = prev_; }
+
+ private:
+  const GraphBindingsData* prev_;
+};
+
+/// `h`, or what the active bindings put in its place.
+[[nodiscard]] inline erased_handle bound(const erased_handle& h) noexcept {
+  if (const GraphBindingsData* b = active_bindings) {
+    for (const auto& [from, to] : b->buffers)
+      if (from == h) return to;
+  }
+  return h;
+}
+/// Host address `p`, or the same place in the host memory the active bindings put instead.
+template <class P>
+[[nodiscard]] P* bound_host(P* p) noexcept {
+  if (const GraphBindingsData* b = active_bindings) {
+    const auto* c = static_cast<const unsigned char*>(static_cast<const void*>(p));
+    for (const auto& h : b->host) {
+      const auto* from = static_cast<const unsigned char*>(h.captured);
+      if (c >= from && c < from + h.bytes)
+        return static_cast<P*>(static_cast<void*>(static_cast<unsigned char*>(h.now) + (c - from)));
+    }
+  }
+  return p;
+}
 
 /// Host memory from `AnyDeviceModel::allocate_pinned`: its address, and whether the backend
 /// allocated it (page-locked or device-mapped) or it is ordinary host memory.
@@ -221,16 +273,18 @@ class DeviceModel final : public AnyDeviceModel {
 
   void copy_to_device(const void* src, erased_handle dst, std::size_t dst_offset, std::size_t bytes,
                       Completion done) const override {
-    dev_.backend().copy_to_device(dev_.ordinal(), src, unerase_handle<H>(dst), dst_offset, bytes, std::move(done));
+    dev_.backend().copy_to_device(dev_.ordinal(), bound_host(src), unerase_handle<H>(bound(dst)), dst_offset, bytes,
+                                  std::move(done));
   }
   void copy_to_host(erased_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
                     Completion done) const override {
-    dev_.backend().copy_to_host(dev_.ordinal(), unerase_handle<H>(src), src_offset, dst, bytes, std::move(done));
+    dev_.backend().copy_to_host(dev_.ordinal(), unerase_handle<H>(bound(src)), src_offset, bound_host(dst), bytes,
+                                std::move(done));
   }
   void copy_between(std::size_t src_device, erased_handle src, std::size_t src_offset, std::size_t dst_device,
                     erased_handle dst, std::size_t dst_offset, std::size_t bytes, Completion done) const override {
-    dev_.backend().copy_between(src_device, unerase_handle<H>(src), src_offset, dst_device, unerase_handle<H>(dst),
-                                dst_offset, bytes, std::move(done));
+    dev_.backend().copy_between(src_device, unerase_handle<H>(bound(src)), src_offset, dst_device,
+                                unerase_handle<H>(bound(dst)), dst_offset, bytes, std::move(done));
   }
   void execute(HostTask task, Completion done) const override {
     dev_.backend().execute(dev_.ordinal(), std::move(task), std::move(done));
@@ -295,7 +349,7 @@ class DeviceModel final : public AnyDeviceModel {
     if constexpr (concepts::RunsSourceKernels<B>) {
       KernelLaunchArgs<H> typed{args.global, args.local, {}};
       typed.args.reserve(args.args.size());
-      for (const auto& a : args.args) typed.args.push_back({unerase_handle<H>(a.memory), a.scalar_bits});
+      for (const auto& a : args.args) typed.args.push_back({unerase_handle<H>(bound(a.memory)), a.scalar_bits});
       dev_.backend().launch_kernel(dev_.ordinal(), kernel_of(kernel), std::move(typed), std::move(done));
     } else {
       (void)kernel, (void)args;
@@ -312,7 +366,7 @@ class DeviceModel final : public AnyDeviceModel {
       ops::detail::launch_op(
           dev_,
           ops::detail::rebind_handles<H>(*static_cast<const Erased*>(args),
-                                         [](const erased_handle& e) { return unerase_handle<H>(e); }),
+                                         [](const erased_handle& e) { return unerase_handle<H>(bound(e)); }),
           std::move(done));
     };
     // One element type: `Args<T, erased_handle>` for the `T` of `types` whose dtype is `t`.
