@@ -633,8 +633,12 @@ class OpenCL {
                                                           "\": " + std::to_string(a.args.size()) + " arguments for " +
                                                           std::to_string(src.params.size()) + " parameters");
     cl_kernel kern = k->for_device(device, contexts_[d.context].context, d.id, d.label);
-    std::size_t global[3] = {1, 1, 1}, local[3] = {1, 1, 1};
-    for (std::uint32_t i = 0; i < a.global.dims(); ++i) {
+    const std::uint32_t dims = a.global.dims();
+    if (dims < 1 || dims > xdev::NDRange::max_dims)
+      throw xdev::error(xdev::errc::invalid_argument,
+                        d.label + ": kernel \"" + src.entry + "\": " + std::to_string(dims) + " dims, not 1 to 3");
+    std::size_t global[xdev::NDRange::max_dims] = {1, 1, 1}, local[xdev::NDRange::max_dims] = {1, 1, 1};
+    for (std::uint32_t i = 0; i < dims && i < xdev::NDRange::max_dims; ++i) {
       global[i] = a.global[i];
       local[i] = a.local.empty() ? 0 : a.local[i];
     }
@@ -648,7 +652,7 @@ class OpenCL {
                  d.label + ": kernel \"" + src.entry + "\" argument " + std::to_string(i), "clSetKernelArg");
     }
     cl_event ev = nullptr;
-    const cl_int err = clEnqueueNDRangeKernel(queue_of(d), kern, a.global.dims(), nullptr, global,
+    const cl_int err = clEnqueueNDRangeKernel(queue_of(d), kern, dims, nullptr, global,
                                               a.local.empty() ? nullptr : local, 0, nullptr, &ev);
     if (err != CL_SUCCESS) throw cl_failure(d.label + ": kernel \"" + src.entry + "\"", "clEnqueueNDRangeKernel", err);
     complete_on(d, lk, ev, pending(std::move(done), d.label + ": kernel \"" + src.entry + "\""));

@@ -21,6 +21,7 @@
 #include <future>
 #include <span>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "support/error_of.hpp"
@@ -89,6 +90,18 @@ TEST_F(GraphCapture, AReplayIsOneOperationAndTakesEveryToken) {
   g.replay();
   xdev::ops::scale(s, x, 0.5F);
   EXPECT_THAT(read(x), ElementsAre(512 * 1024, 512 * 1024));
+}
+
+// Without a native queue, each step after the first starts from the completion of the one before,
+// on the host backend's worker: the backend runs it there inline (no hand-off, no wake-up).
+TEST_F(GraphCapture, OnTheHostAReplaysStepsRunBackToBackOnOneWorker) {
+  std::vector<std::thread::id> ran(6);
+  const xdev::Graph g = xdev::capture(s, [&] {
+    for (std::size_t i = 0; i < ran.size(); ++i) s.execute([&ran, i] { ran[i] = std::this_thread::get_id(); });
+  });
+  g.replay().get();
+  EXPECT_NE(ran[0], std::this_thread::get_id());
+  for (std::size_t i = 1; i < ran.size(); ++i) EXPECT_EQ(ran[i], ran[0]) << "step " << i;
 }
 
 TEST_F(GraphCapture, BindingsReplayOnOtherBuffersAndHostMemory) {

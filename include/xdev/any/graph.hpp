@@ -134,12 +134,16 @@ class ReplayRun : public std::enable_shared_from_this<ReplayRun> {
       launch_was_multi_step = false;
       {
         const GraphBindingsScope scope(bindings_.get());
+        // Without a native queue the next step may run inline on a backend's own thread (the loop
+        // goes on when it completed inside the call).
+        const bool inline_welcome = std::exchange(inline_launch_welcome, g_->native == nullptr);
         try {
           std::function<void(Completion)> step = g_->steps[k];  // a copy: a launch consumes what it holds
           step(Completion([self = shared_from_this()](std::exception_ptr ep) { self->step_done(std::move(ep)); }));
         } catch (...) {
           step_done(std::current_exception());
         }
+        inline_launch_welcome = inline_welcome;
       }
       const bool multi_step = std::exchange(launch_was_multi_step, false);
       if (g_->native == nullptr || multi_step) {

@@ -55,6 +55,11 @@ namespace detail {
 // transfers go to the queue, its write-back comes later from a completion): later work on a
 // native stream must then wait for its completion before it starts.
 inline thread_local bool launch_was_multi_step = false;
+// Set by a caller that starts work from a backend's own thread and can take the completion inside
+// the call (a graph replay chaining its steps): a backend already running on one of its workers may
+// then run the work inline instead of queueing it behind a wake-up. A backend that does so clears
+// it while the work and its completion run, so that what they start is queued as usual.
+inline thread_local bool inline_launch_welcome = false;
 }  // namespace detail
 
 /// For backends and op implementations: called during the call that starts an operation when the

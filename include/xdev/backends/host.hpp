@@ -312,7 +312,8 @@ class Host {
   }
 
   // defer, not post: from a worker (a completion starting a stream's next operation) the work stays
-  // on that thread instead of waking another one; from any other thread it is the same as post.
+  // on that thread instead of waking another one; from any other thread it is the same as post. A
+  // graph replay's step started from a worker (`inline_launch_welcome`) runs at once, inline.
   //
   // From a thread outside the pool (a user's, another backend's, the CPU fallback's), Asio wakes a
   // worker after letting go of the pool's lock: the job may run and complete, and its completion
@@ -331,7 +332,15 @@ class Host {
       }
       done(std::move(ep));
     };
-    if (pool_->get().get_executor().running_in_this_thread()) return boost::asio::defer(pool_->get(), std::move(job));
+    if (pool_->get().get_executor().running_in_this_thread()) {
+      if (xdev::detail::inline_launch_welcome) {  // a graph replay's next step: no hand-off at all
+        xdev::detail::inline_launch_welcome = false;
+        job();
+        xdev::detail::inline_launch_welcome = true;
+        return;
+      }
+      return boost::asio::defer(pool_->get(), std::move(job));
+    }
     posting_.fetch_add(1);
     struct Leave {
       std::atomic<std::size_t>& n;

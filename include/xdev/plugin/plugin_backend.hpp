@@ -25,6 +25,7 @@
 #include <xdev/ops/op_args.hpp>
 #include <xdev/plugin/detail/abi_bridge.hpp>
 #include <xdev/plugin/detail/call.hpp>
+#include <xdev/plugin/detail/kernel_marshal.hpp>
 #include <xdev/plugin/detail/op_marshal.hpp>
 #include <xdev/plugin/detail/op_table.hpp>
 #include <xdev/plugin/table.hpp>
@@ -327,17 +328,7 @@ class PluginBackend {
       throw error(errc::unimplemented, name_ + ": the plugin does not run kernels given as source (asked for " +
                                            s.language + " kernel \"" + s.entry + "\")");
     std::vector<xdev_kernel_param> params;
-    params.reserve(s.params.size());
-    for (const KernelParam& p : s.params)
-      params.push_back({static_cast<std::uint32_t>(p.kind), static_cast<std::uint32_t>(p.dtype)});
-    const xdev_kernel_source c{sizeof(xdev_kernel_source),
-                               s.language.c_str(),
-                               s.source.data(),
-                               s.source.size(),
-                               s.entry.c_str(),
-                               s.options.c_str(),
-                               static_cast<std::uint32_t>(params.size()),
-                               params.data()};
+    const xdev_kernel_source c = detail::to_c(s, params);
     std::uint64_t k = 0;
     call("create_kernel", [&](xdev_error* e) { return create_kernel_(backend_, &c, &k, e); });
     if (k == 0) throw error(errc::internal, name_ + ": create_kernel: the plugin returned no handle");
@@ -349,17 +340,7 @@ class PluginBackend {
   void launch_kernel(std::size_t device, kernel_handle k, KernelLaunchArgs<memory_handle> a, Completion done) {
     require(launch_kernel_, "launch_kernel");
     std::vector<xdev_kernel_arg> args;
-    args.reserve(a.args.size());
-    for (const auto& v : a.args) args.push_back({v.memory, v.scalar_bits});
-    xdev_kernel_launch l{};
-    l.struct_size = sizeof l;
-    l.dims = a.global.dims();
-    for (std::uint32_t d = 0; d < l.dims && d < NDRange::max_dims; ++d) {
-      l.global[d] = a.global[d];
-      l.local[d] = a.local.empty() ? 0 : a.local[d];
-    }
-    l.arg_count = static_cast<std::uint32_t>(args.size());
-    l.args = args.data();
+    const xdev_kernel_launch l = detail::to_c(a, args);
     start("launch_kernel", std::move(done), nullptr,
           [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
             return launch_kernel_(backend_, device, k, &l, c, e);

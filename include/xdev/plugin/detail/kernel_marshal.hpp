@@ -1,8 +1,9 @@
 /// \file
-/// User kernels across the plugin boundary, on the plugin's side: the C `xdev_kernel_source` and
-/// `xdev_kernel_launch` (ABI 1.9) back to `xdev::KernelSource` and `xdev::KernelLaunchArgs`, every
-/// field checked, so that a backend's `create_kernel` and `launch_kernel` receive what xdev's own
-/// `Kernel` would have given them. (The host's side is `PluginBackend::create_kernel`.)
+/// User kernels across the plugin boundary (ABI 1.9), both ways: on the host's side
+/// `xdev::KernelSource` and `xdev::KernelLaunchArgs` as the C `xdev_kernel_source` and
+/// `xdev_kernel_launch` (`to_c`, for `PluginBackend`); on the plugin's side back again, every field
+/// checked, so that a backend's `create_kernel` and `launch_kernel` receive what xdev's own `Kernel`
+/// would have given them.
 #pragma once
 
 #include <xdev/plugin/abi.h>
@@ -16,8 +17,41 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace xdev::plugin::detail {
+
+/// `s` as an `xdev_kernel_source`, valid while `s` and `params` (filled here) are.
+inline xdev_kernel_source to_c(const KernelSource& s, std::vector<xdev_kernel_param>& params) {
+  params.clear();
+  for (const KernelParam& p : s.params)
+    params.push_back({static_cast<std::uint32_t>(p.kind), static_cast<std::uint32_t>(p.dtype)});
+  return {sizeof(xdev_kernel_source),
+          s.language.c_str(),
+          s.source.data(),
+          s.source.size(),
+          s.entry.c_str(),
+          s.options.c_str(),
+          static_cast<std::uint32_t>(params.size()),
+          params.data()};
+}
+
+/// `a` as an `xdev_kernel_launch`, valid while `args` (filled here) is.
+template <class H>
+xdev_kernel_launch to_c(const KernelLaunchArgs<H>& a, std::vector<xdev_kernel_arg>& args) {
+  args.clear();
+  for (const auto& v : a.args) args.push_back({handle_bits(v.memory), v.scalar_bits});
+  xdev_kernel_launch l{};
+  l.struct_size = sizeof l;
+  l.dims = a.global.dims();
+  for (std::uint32_t d = 0; d < l.dims && d < NDRange::max_dims; ++d) {
+    l.global[d] = a.global[d];
+    l.local[d] = a.local.empty() ? 0 : a.local[d];
+  }
+  l.arg_count = static_cast<std::uint32_t>(args.size());
+  l.args = args.data();
+  return l;
+}
 
 /// `xdev_kernel_source` as a `KernelSource`.
 /// \throws xdev::error `errc::incompatible_abi` for a struct smaller than this plugin knows,
