@@ -16,12 +16,13 @@
 
 #include <chrono>
 #include <cstddef>
-#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "opencl_plugin_devices.hpp"
 
 namespace {
 
@@ -29,11 +30,6 @@ using ::testing::ElementsAre;
 using xdev::AnyDevice;
 using xdev::KernelParam;
 namespace fs = std::filesystem;
-
-bool opencl_required() {
-  const char* v = std::getenv("XDEV_TEST_DEVICES");
-  return v != nullptr && (std::string(",") + v + ",").find(",OPENCL,") != std::string::npos;
-}
 
 // y = a * x + b.
 xdev::Kernel axpb() {
@@ -47,22 +43,10 @@ xdev::Kernel axpb() {
                                   KernelParam::scalar<float>(), KernelParam::scalar<float>()}});
 }
 
-class PluginGraph : public ::testing::Test {
- protected:
-  AnyDevice opencl() {
-    try {
-      return reg.devices("OPENCL").at(0);
-    } catch (const xdev::error& e) {
-      if (opencl_required()) ADD_FAILURE() << "OPENCL is required (XDEV_TEST_DEVICES) but unavailable: " << e.what();
-      return {};
-    }
-  }
-  xdev::Registry reg{xdev::plugin::SearchPath(std::vector<fs::path>{fs::path(XDEV_TEST_PLUGIN_DIR)})};
-};
+using PluginGraph = xdev_test::OpenCLPluginDevices;
 
 TEST_F(PluginGraph, OnOpenCLAReplayHandsItsStepsToTheNativeQueueInOrder) {
-  const AnyDevice dev = opencl();
-  if (!dev.valid()) GTEST_SKIP() << "no OpenCL device";
+  const AnyDevice& dev = devices.front();
   const auto s = dev.make_stream();
   ASSERT_TRUE(s.uses_native_queue());
   const xdev::Kernel k = axpb();
@@ -94,8 +78,7 @@ TEST_F(PluginGraph, OnOpenCLAReplayHandsItsStepsToTheNativeQueueInOrder) {
 }
 
 TEST_F(PluginGraph, OnOpenCLAStepHeldOnTheHostHoldsBackTheStepsAfterIt) {
-  const AnyDevice dev = opencl();
-  if (!dev.valid()) GTEST_SKIP() << "no OpenCL device";
+  const AnyDevice& dev = devices.front();
   const auto s = dev.make_stream();
   const auto other = dev.make_stream();
   std::promise<void> gate;
@@ -118,7 +101,8 @@ TEST_F(PluginGraph, OnOpenCLAStepHeldOnTheHostHoldsBackTheStepsAfterIt) {
   EXPECT_THAT(out, ElementsAre(5, 5));
 }
 
-TEST_F(PluginGraph, OnRefTheStepsRunOneAfterTheOther) {
+TEST(PluginGraphElsewhere, OnRefTheStepsRunOneAfterTheOther) {
+  xdev::Registry reg{xdev::plugin::SearchPath(std::vector<fs::path>{fs::path(XDEV_TEST_PLUGIN_DIR)})};
   const AnyDevice ref = reg.devices("REF").at(0);
   const auto s = ref.make_stream();
   EXPECT_FALSE(s.uses_native_queue());

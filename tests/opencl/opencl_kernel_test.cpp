@@ -16,13 +16,13 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "opencl_plugin_devices.hpp"
 #include "support/error_of.hpp"
 
 namespace {
@@ -33,11 +33,6 @@ using xdev::AnyDevice;
 using xdev::KernelParam;
 using xdev_test::error_of;
 namespace fs = std::filesystem;
-
-bool opencl_required() {
-  const char* v = std::getenv("XDEV_TEST_DEVICES");
-  return v != nullptr && (std::string(",") + v + ",").find(",OPENCL,") != std::string::npos;
-}
 
 // The docs' example (docs/kernels.md): y = clamp(a * x + b, lo, hi).
 xdev::Kernel axpb_clamp() {
@@ -52,20 +47,7 @@ xdev::Kernel axpb_clamp() {
                   KernelParam::scalar<float>(), KernelParam::scalar<float>(), KernelParam::scalar<float>()}});
 }
 
-class UserKernel : public ::testing::Test {
- protected:
-  void SetUp() override {
-    try {
-      devices = reg.devices("OPENCL");
-    } catch (const xdev::error& e) {
-      if (opencl_required()) FAIL() << "OPENCL is required (XDEV_TEST_DEVICES) but unavailable: " << e.what();
-      GTEST_SKIP() << "no OpenCL device: " << e.what();
-    }
-    ASSERT_FALSE(devices.empty());
-  }
-  xdev::Registry reg{xdev::plugin::SearchPath(std::vector<fs::path>{fs::path(XDEV_TEST_PLUGIN_DIR)})};
-  std::vector<AnyDevice> devices;
-};
+using UserKernel = xdev_test::OpenCLPluginDevices;
 
 TEST_F(UserKernel, TheFusedAxpbWithClampRunsOnEveryDevice) {
   const xdev::Kernel k = axpb_clamp();

@@ -14,7 +14,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <numeric>
@@ -22,31 +21,15 @@
 #include <string>
 #include <vector>
 
+#include "opencl_plugin_devices.hpp"
+
 namespace {
 
 using ::testing::ElementsAre;
 using xdev::AnyDevice;
 namespace fs = std::filesystem;
 
-bool opencl_required() {
-  const char* v = std::getenv("XDEV_TEST_DEVICES");
-  return v != nullptr && (std::string(",") + v + ",").find(",OPENCL,") != std::string::npos;
-}
-
-class PinnedOpenCL : public ::testing::Test {
- protected:
-  void SetUp() override {
-    try {
-      devices = reg.devices("OPENCL");
-    } catch (const xdev::error& e) {
-      if (opencl_required()) FAIL() << "OPENCL is required (XDEV_TEST_DEVICES) but unavailable: " << e.what();
-      GTEST_SKIP() << "no OpenCL device: " << e.what();
-    }
-    ASSERT_FALSE(devices.empty());
-  }
-  xdev::Registry reg{xdev::plugin::SearchPath(std::vector<fs::path>{fs::path(XDEV_TEST_PLUGIN_DIR)})};
-  std::vector<AnyDevice> devices;
-};
+using PinnedOpenCL = xdev_test::OpenCLPluginDevices;
 
 TEST_F(PinnedOpenCL, ThePluginMapsItAndTransfersRoundTripAtAnyOffset) {
   for (const AnyDevice& dev : devices) {
