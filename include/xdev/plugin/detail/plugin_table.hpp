@@ -480,37 +480,11 @@ constexpr auto properties_entry() noexcept -> decltype(xdev_plugin_api::device_p
     return nullptr;
 }
 
-// The user-kernel entries are in the table only when the backend runs kernels given as source.
-template <class B, class Fn>
-constexpr Fn kernel_entry(Fn fn) noexcept {
-  if constexpr (concepts::RunsSourceKernels<B>)
-    return fn;
-  else
-    return nullptr;
-}
-
-// The pinned-memory entries are in the table only when the backend has pinned host memory.
-template <class B, class Fn>
-constexpr Fn pinned_entry(Fn fn) noexcept {
-  if constexpr (concepts::AllocatesPinned<B>)
-    return fn;
-  else
-    return nullptr;
-}
-
-// The queue entries are in the table only when the backend has native queues.
-template <class B, class Fn>
-constexpr Fn queue_entry(Fn fn) noexcept {
-  if constexpr (concepts::NativeQueues<B>)
-    return fn;
-  else
-    return nullptr;
-}
-
-// The marker entries are in the table only when the backend has native markers.
-template <class B, class Fn>
-constexpr Fn marker_entry(Fn fn) noexcept {
-  if constexpr (concepts::NativeMarkers<B>)
+// An optional family's entry is in the table only when the backend has that capability (`Has`:
+// native queues, native markers, source kernels, pinned memory); else it is null.
+template <bool Has, class Fn>
+constexpr Fn entry_when(Fn fn) noexcept {
+  if constexpr (Has)
     return fn;
   else
     return nullptr;
@@ -568,18 +542,18 @@ inline constexpr xdev_plugin_api plugin_api{
     entry_if<PluginTable<B, Info>>(XDEV_OP_CONVERT, &PluginTable<B, Info>::template op<xdev_convert_args>),
     describe_entry<B, PluginTable<B, Info>>(),
     entry_if<PluginTable<B, Info>>(XDEV_OP_EXP, &PluginTable<B, Info>::template op<xdev_exp_args>),
-    queue_entry<B>(&PluginTable<B, Info>::create_queue),
-    queue_entry<B>(&PluginTable<B, Info>::destroy_queue),
-    queue_entry<B>(&PluginTable<B, Info>::bind_queue),
-    marker_entry<B>(&PluginTable<B, Info>::record_marker),
-    marker_entry<B>(&PluginTable<B, Info>::wait_marker),
-    marker_entry<B>(&PluginTable<B, Info>::release_marker),
+    entry_when<concepts::NativeQueues<B>>(&PluginTable<B, Info>::create_queue),
+    entry_when<concepts::NativeQueues<B>>(&PluginTable<B, Info>::destroy_queue),
+    entry_when<concepts::NativeQueues<B>>(&PluginTable<B, Info>::bind_queue),
+    entry_when<concepts::NativeMarkers<B>>(&PluginTable<B, Info>::record_marker),
+    entry_when<concepts::NativeMarkers<B>>(&PluginTable<B, Info>::wait_marker),
+    entry_when<concepts::NativeMarkers<B>>(&PluginTable<B, Info>::release_marker),
     properties_entry<B, PluginTable<B, Info>>(),
-    kernel_entry<B>(&PluginTable<B, Info>::create_kernel),
-    kernel_entry<B>(&PluginTable<B, Info>::launch_kernel),
-    kernel_entry<B>(&PluginTable<B, Info>::destroy_kernel),
-    pinned_entry<B>(&PluginTable<B, Info>::allocate_host),
-    pinned_entry<B>(&PluginTable<B, Info>::deallocate_host),
+    entry_when<concepts::RunsSourceKernels<B>>(&PluginTable<B, Info>::create_kernel),
+    entry_when<concepts::RunsSourceKernels<B>>(&PluginTable<B, Info>::launch_kernel),
+    entry_when<concepts::RunsSourceKernels<B>>(&PluginTable<B, Info>::destroy_kernel),
+    entry_when<concepts::AllocatesPinned<B>>(&PluginTable<B, Info>::allocate_host),
+    entry_when<concepts::AllocatesPinned<B>>(&PluginTable<B, Info>::deallocate_host),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
