@@ -12,10 +12,11 @@
 // other amount fails the benchmark (an exact byte count, never a time).
 //
 // all_reduce/n<k>/automatic/<bytes>: `spmd::all_reduce(sum)` of one f32 array per device over 2 or
-// 4 host devices with the default algorithm (direct up to 256 KiB, ring above), against a memcpy of
-// the same bytes. Figures as nccl-tests defines them: algbw = S / t for S bytes per rank, busbw =
-// algbw * 2(k-1)/k. all_reduce/n<k>/ring_vs_direct/<bytes> runs both algorithms, forced, side by
-// side (and the memcpy).
+// 4 host devices with the default algorithm (shared memory: host devices' memory is host memory),
+// against a memcpy of the same bytes, and at 4 KiB against one `execute(noop)` round trip on one
+// device (`execute_noop`: the latency goal). Figures as nccl-tests defines them: algbw = S / t for
+// S bytes per rank, busbw = algbw * 2(k-1)/k. all_reduce/n<k>/algorithms/<bytes> runs the ring,
+// direct and shared-memory algorithms, forced, side by side (and the memcpy).
 #include "support/ratio.hpp"
 
 #include <xdev/any/any_device.hpp>
@@ -261,6 +262,10 @@ void bench_mark_sharding(benchmark::State& st) {
 // ---- all_reduce ------------------------------------------------------------------------------------
 
 constexpr std::size_t reduce_sizes[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB};
+constexpr std::size_t latency_bytes = 4 * KiB;  // the size of the latency figure
+// The sizes with a bandwidth goal: busbw at least half of one core's memcpy bandwidth.
+constexpr std::size_t bandwidth_goal_sizes[] = {16 * MiB, 256 * MiB};
+constexpr double bandwidth_goal = 0.5;
 constexpr std::size_t compare_sizes[] = {64 * KiB, 1 * MiB, 16 * MiB};
 constexpr std::size_t ranks_tried[] = {2, 4};
 
@@ -270,17 +275,19 @@ const char* name_of(spmd::CollectiveAlgorithm a) {
       return "ring";
     case spmd::CollectiveAlgorithm::direct:
       return "direct";
+    case spmd::CollectiveAlgorithm::shared_memory:
+      return "shared_memory";
     case spmd::CollectiveAlgorithm::automatic:
       break;
   }
   return "automatic";
 }
 
-// What `automatic` runs for arrays of `bytes` (the documented rule, with the default threshold).
-spmd::CollectiveAlgorithm automatic_pick(std::size_t bytes) {
-  return bytes <= spmd::CollectiveOptions{}.direct_threshold_bytes ? spmd::CollectiveAlgorithm::direct
-                                                                   : spmd::CollectiveAlgorithm::ring;
-}
+// What `automatic` runs on host devices (the documented rule: their memory is host memory).
+constexpr spmd::CollectiveAlgorithm automatic_pick = spmd::CollectiveAlgorithm::shared_memory;
+
+// all_reduce's latency goal: at most this many `execute(noop)` round trips.
+constexpr double latency_goal = 3.0;
 
 // One f32 array of `bytes` per device of a `ranks`-device mesh, and the memcpy baseline's blocks.
 struct ReduceData {
@@ -350,7 +357,7 @@ void memcpy_counter(benchmark::State& st, std::size_t bytes) {
 void all_reduce_automatic(benchmark::State& st, std::size_t ranks) {
   const auto bytes = static_cast<std::size_t>(st.range(0));
   ReduceData& f = reduce_data(ranks, bytes);
-  f.warm_up(automatic_pick(bytes));
+  f.warm_up(automatic_pick);
   Moved moved;
   auto reduce = [&](std::int64_t calls) {
     for (std::int64_t i = 0; i < calls; ++i) f.all_reduce(spmd::CollectiveAlgorithm::automatic);
@@ -361,21 +368,27 @@ void all_reduce_automatic(benchmark::State& st, std::size_t ranks) {
       benchmark::ClobberMemory();
     }
   };
+  // One host task on one device and back: what the latency goal is measured in.
+  const AnyDevice& first = f.mesh.device(0);
+  auto execute_noop = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) first.execute([] {}).get();
+  };
   const std::int64_t chunk = reduce_chunk(bytes);
-  xdev_bench::run_interleaved(st, {counted("all_reduce", reduce, f.mesh.devices(), moved), {"memcpy", plain_memcpy}},
-                              chunk, 1, double(bytes));
+  std::vector<xdev_bench::Side> sides{counted("all_reduce", reduce, f.mesh.devices(), moved), {"memcpy", plain_memcpy}};
+  if (bytes == latency_bytes) sides.push_back({"execute_noop", execute_noop});
+  xdev_bench::run_interleaved(st, sides, chunk, 1, double(bytes));
   reduce_counters(st, "", "all_reduce", ranks, bytes, moved, chunk);
   memcpy_counter(st, bytes);
-  st.counters["ring"] = automatic_pick(bytes) == spmd::CollectiveAlgorithm::ring ? 1 : 0;
 }
 
-// Both algorithms forced, side by side, and the memcpy.
-void all_reduce_ring_vs_direct(benchmark::State& st, std::size_t ranks) {
+// The three algorithms forced, side by side, and the memcpy.
+void all_reduce_algorithms(benchmark::State& st, std::size_t ranks) {
   const auto bytes = static_cast<std::size_t>(st.range(0));
   ReduceData& f = reduce_data(ranks, bytes);
   f.warm_up(spmd::CollectiveAlgorithm::ring);
   f.warm_up(spmd::CollectiveAlgorithm::direct);
-  Moved by_ring, by_direct;
+  f.warm_up(spmd::CollectiveAlgorithm::shared_memory);
+  Moved by_ring, by_direct, by_shared;
   auto with = [&](spmd::CollectiveAlgorithm a) {
     return [&f, a](std::int64_t calls) {
       for (std::int64_t i = 0; i < calls; ++i) f.all_reduce(a);
@@ -388,13 +401,16 @@ void all_reduce_ring_vs_direct(benchmark::State& st, std::size_t ranks) {
     }
   };
   const std::int64_t chunk = reduce_chunk(bytes);
-  xdev_bench::run_interleaved(st,
-                              {counted("ring", with(spmd::CollectiveAlgorithm::ring), f.mesh.devices(), by_ring),
-                               counted("direct", with(spmd::CollectiveAlgorithm::direct), f.mesh.devices(), by_direct),
-                               {"memcpy", plain_memcpy}},
-                              chunk, 1, double(bytes));
+  xdev_bench::run_interleaved(
+      st,
+      {counted("ring", with(spmd::CollectiveAlgorithm::ring), f.mesh.devices(), by_ring),
+       counted("direct", with(spmd::CollectiveAlgorithm::direct), f.mesh.devices(), by_direct),
+       counted("shared", with(spmd::CollectiveAlgorithm::shared_memory), f.mesh.devices(), by_shared),
+       {"memcpy", plain_memcpy}},
+      chunk, 1, double(bytes));
   reduce_counters(st, "ring_", "ring", ranks, bytes, by_ring, chunk);
   reduce_counters(st, "direct_", "direct", ranks, bytes, by_direct, chunk);
+  reduce_counters(st, "shared_", "shared", ranks, bytes, by_shared, chunk);
   memcpy_counter(st, bytes);
 }
 
@@ -436,21 +452,40 @@ void register_one(const std::string& name, std::function<void(benchmark::State&)
     for (const std::size_t n : reduce_sizes) {
       register_one(
           base + "/automatic", [k](benchmark::State& st) { all_reduce_automatic(st, k); }, n);
+      const bool goal = std::find(std::begin(bandwidth_goal_sizes), std::end(bandwidth_goal_sizes), n) !=
+                        std::end(bandwidth_goal_sizes);
       xdev_bench::add_ratio({.label = "all_reduce n=" + std::to_string(k) + " " + size_label(n) + " automatic (" +
-                                      name_of(automatic_pick(n)) + ") busbw/memcpy",
+                                      name_of(automatic_pick) + ") busbw/memcpy",
                              .benchmark = base + "/automatic/" + std::to_string(n),
                              .subject = "all_reduce_bus",
                              .baseline = "memcpy",
                              .kind = xdev_bench::Kind::speed,
+                             .goal = goal ? xdev_bench::Goal::at_least : xdev_bench::Goal::none,
+                             .bound = goal ? bandwidth_goal : 0.0,
                              .unit = "S"});
+      if (n == latency_bytes)
+        xdev_bench::add_ratio(
+            {.label = "all_reduce n=" + std::to_string(k) + " " + size_label(n) + " latency all_reduce/execute_noop",
+             .benchmark = base + "/automatic/" + std::to_string(n),
+             .subject = "all_reduce",
+             .baseline = "execute_noop",
+             .goal = xdev_bench::Goal::at_most,
+             .bound = latency_goal,
+             .unit = "op"});
     }
     for (const std::size_t n : compare_sizes) {
       register_one(
-          base + "/ring_vs_direct", [k](benchmark::State& st) { all_reduce_ring_vs_direct(st, k); }, n);
-      xdev_bench::add_ratio({.label = "all_reduce n=" + std::to_string(k) + " " + size_label(n) + " time ring/direct",
-                             .benchmark = base + "/ring_vs_direct/" + std::to_string(n),
+          base + "/algorithms", [k](benchmark::State& st) { all_reduce_algorithms(st, k); }, n);
+      const std::string what = "all_reduce n=" + std::to_string(k) + " " + size_label(n) + " time ";
+      xdev_bench::add_ratio({.label = what + "ring/direct",
+                             .benchmark = base + "/algorithms/" + std::to_string(n),
                              .subject = "ring",
                              .baseline = "direct",
+                             .unit = "op"});
+      xdev_bench::add_ratio({.label = what + "shared/ring",
+                             .benchmark = base + "/algorithms/" + std::to_string(n),
+                             .subject = "shared",
+                             .baseline = "ring",
                              .unit = "op"});
     }
   }

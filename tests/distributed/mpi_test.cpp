@@ -303,11 +303,12 @@ void check_against_single_process(std::size_t local, xdev::spmd::ReduceOp op, bo
   }
 }
 
-TEST(GlobalAllReduce, FloatSumMeanMinMaxMatchTheSingleProcessMesh) {
-  const std::size_t local = size() <= 2 ? 2 : 1;  // at most 8 global devices (4 with -np 4)
+TEST(GlobalAllReduce, FloatEveryOpMatchesTheSingleProcessMesh) {
+  // At most 8 global devices (4 with -np 2 or 4: products of four integers in [-50, 50] are exact).
+  const std::size_t local = size() <= 2 ? 2 : 1;
   for (bool integers : {true, false})
     for (auto op : {xdev::spmd::ReduceOp::sum, xdev::spmd::ReduceOp::mean, xdev::spmd::ReduceOp::min,
-                    xdev::spmd::ReduceOp::max}) {
+                    xdev::spmd::ReduceOp::max, xdev::spmd::ReduceOp::prod}) {
       SCOPED_TRACE(::testing::Message() << "op " << static_cast<int>(op) << (integers ? ", integers" : ""));
       check_against_single_process<float>(local, op, integers);
     }
@@ -423,7 +424,7 @@ TEST(GlobalCollectives, AllGatherConcatenatesInGlobalOrder) {
 TEST(GlobalCollectives, ReduceScatterMatchesTheSingleProcessMesh) {
   for (bool host : {true, false})
     for (auto op : {xdev::spmd::ReduceOp::sum, xdev::spmd::ReduceOp::mean, xdev::spmd::ReduceOp::min,
-                    xdev::spmd::ReduceOp::max}) {
+                    xdev::spmd::ReduceOp::max, xdev::spmd::ReduceOp::prod}) {
       SCOPED_TRACE(::testing::Message() << (host ? "host memory" : "staged") << ", op " << static_cast<int>(op));
       const dist::GlobalMesh mesh(*session, devices_for(host), "data");
       const std::size_t global = mesh.size();

@@ -12,6 +12,9 @@
 #include <xdev/device/runtime.hpp>
 #include <xdev/spmd/mesh.hpp>
 
+#include "support/manual_backend.hpp"
+
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
@@ -52,15 +55,26 @@ using spmd::ReduceOp;
 using xdev::AnyArray;
 using xdev::AnyDevice;
 using xdev::Shape;
+using xdev_test::ManualBackend;
 using namespace std::chrono_literals;
 
 constexpr CollectiveAlgorithm every_algorithm[] = {CollectiveAlgorithm::automatic, CollectiveAlgorithm::ring,
-                                                   CollectiveAlgorithm::direct};
+                                                   CollectiveAlgorithm::direct, CollectiveAlgorithm::shared_memory};
 // Above the default direct threshold (256 KiB of f32/i32) and divisible by none of 2, 3, 4.
 constexpr std::size_t large = 70001;
 
 const char* name_of(CollectiveAlgorithm a) {
-  return a == CollectiveAlgorithm::ring ? "ring" : a == CollectiveAlgorithm::direct ? "direct" : "automatic";
+  switch (a) {
+    case CollectiveAlgorithm::ring:
+      return "ring";
+    case CollectiveAlgorithm::direct:
+      return "direct";
+    case CollectiveAlgorithm::shared_memory:
+      return "shared_memory";
+    case CollectiveAlgorithm::automatic:
+      break;
+  }
+  return "automatic";
 }
 const char* name_of(ReduceOp op) {
   switch (op) {
@@ -72,6 +86,8 @@ const char* name_of(ReduceOp op) {
       return "min";
     case ReduceOp::max:
       return "max";
+    case ReduceOp::prod:
+      return "prod";
   }
   return "?";
 }
@@ -146,6 +162,13 @@ std::vector<T> reference(const std::vector<std::vector<T>>& inputs, ReduceOp op)
           break;
         case ReduceOp::max:
           out[j] = std::max(out[j], v);
+          break;
+        case ReduceOp::prod:
+          if constexpr (std::is_integral_v<T>)
+            out[j] =
+                static_cast<T>(static_cast<std::make_unsigned_t<T>>(out[j]) * static_cast<std::make_unsigned_t<T>>(v));
+          else
+            out[j] = static_cast<T>(out[j] * v);
           break;
       }
     }
@@ -242,7 +265,7 @@ TEST_F(Collectives, AllReduceInt32IsExactForEveryOpSizeAndAlgorithm) {
   for (std::size_t k : {2, 3, 4})
     for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, large})
       for (auto alg : every_algorithm)
-        for (auto op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max})
+        for (auto op : {ReduceOp::sum, ReduceOp::min, ReduceOp::max, ReduceOp::prod})
           check_all_reduce<std::int32_t>(
               line(k), {"data"}, n, op, {.algorithm = alg},
               "i32 k=" + std::to_string(k) + " n=" + std::to_string(n) + " " + name_of(alg) + " " + name_of(op));
@@ -258,6 +281,16 @@ TEST_F(Collectives, AllReduceFloatSumAndMeanAreWithinRounding) {
           check_all_reduce<float>(line(k), {"data"}, n, op, {.algorithm = alg}, "f32" + what);
           check_all_reduce<double>(line(k), {"data"}, n, op, {.algorithm = alg}, "f64" + what);
         }
+}
+
+TEST_F(Collectives, AllReduceFloatProdIsWithinRounding) {
+  // Products of up to four values in [-1, 1], combined in group order by every algorithm.
+  for (std::size_t k : {2, 4})
+    for (auto alg : every_algorithm) {
+      const std::string what = " prod k=" + std::to_string(k) + " " + name_of(alg);
+      check_all_reduce<float>(line(k), {"data"}, large, ReduceOp::prod, {.algorithm = alg}, "f32" + what);
+      check_all_reduce<double>(line(k), {"data"}, 33, ReduceOp::prod, {.algorithm = alg}, "f64" + what);
+    }
 }
 
 TEST_F(Collectives, AllReduceFloatMinAndMaxAreExact) {
@@ -303,10 +336,15 @@ TEST_F(Collectives, ForcedDirectOnLargeArrays) {
                                  "i32 direct");
 }
 
-TEST_F(Collectives, ThresholdChoosesTheAlgorithm) {
+TEST_F(Collectives, ThresholdChoosesTheAlgorithmWhereMemoryIsNotHostMemory) {
   // With the threshold at the array's size automatic is direct, one byte below it is ring: the
-  // bytes received tell them apart ((k-1)·N for direct, about 2(k-1)/k·N for ring).
-  const Mesh mesh = line(4);
+  // bytes received tell them apart ((k-1)·N for direct, about 2(k-1)/k·N for ring). MANUAL's
+  // memory is not host memory, so shared memory is not a choice there.
+  xdev::Runtime<ManualBackend> manual({}, 4, ManualBackend::Mode::inline_completion);
+  std::vector<AnyDevice> devs;
+  for (std::size_t i = 0; i < 4; ++i) devs.emplace_back(manual.device(i));
+  const Mesh mesh(devs, "data");
+  ASSERT_FALSE(mesh.device(0).host_accessible());
   auto arrays = arrays_for<float>(mesh, {1000});
   auto received = [&](std::size_t threshold) {
     const auto before = mesh.device(0).transfer_stats().bytes_from_peer;
@@ -315,6 +353,69 @@ TEST_F(Collectives, ThresholdChoosesTheAlgorithm) {
   };
   EXPECT_EQ(received(4000), 3u * 4000u);
   EXPECT_EQ(received(3999), (2u * 1000u - 250u - 250u) * 4u);  // 2n - len(chunk 3) - len(chunk 0) elements
+}
+
+TEST_F(Collectives, AutomaticIsSharedMemoryWhenEveryDeviceHasHostMemory) {
+  // Shared memory: device 0 receives only the chunks its three peers reduced (250 elements each),
+  // whatever the threshold; ring would bring (2n - 500) elements, direct 3n.
+  const Mesh mesh = line(4);
+  ASSERT_TRUE(mesh.device(0).host_accessible());
+  auto arrays = arrays_for<float>(mesh, {1000});
+  for (std::size_t threshold : {std::size_t{0}, std::size_t{1} << 30}) {
+    const auto before = mesh.device(0).transfer_stats().bytes_from_peer;
+    spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, {.direct_threshold_bytes = threshold}).get();
+    EXPECT_EQ(mesh.device(0).transfer_stats().bytes_from_peer - before, 3u * 250u * 4u) << threshold;
+  }
+}
+
+TEST_F(Collectives, SharedMemoryNeedsNoTemporaries) {
+  // From 64 KiB up the steps run as host tasks on the devices; below, at once. Neither allocates.
+  const Mesh mesh = line(4);
+  for (std::size_t n : {std::size_t{100}, std::size_t{1} << 20}) {
+    auto arrays = arrays_for<float>(mesh, {static_cast<Shape::value_type>(n)});
+    for (const auto& d : mesh.devices()) d.reset_peak_memory_stats();
+    const auto in_use = memory_in_use(mesh);
+    spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::mean, {.algorithm = CollectiveAlgorithm::shared_memory})
+        .get();
+    for (std::size_t i = 0; i < mesh.size(); ++i)
+      EXPECT_EQ(mesh.device(i).memory_stats().peak_bytes_in_use, in_use[i]) << "n=" << n << ", device " << i;
+  }
+}
+
+TEST_F(Collectives, SharedMemoryIsRefusedWhereMemoryIsNotHostMemory) {
+  xdev::Runtime<ManualBackend> manual({}, 2, ManualBackend::Mode::inline_completion);
+  const Mesh mesh(std::vector<AnyDevice>{AnyDevice(rt.device(0)), AnyDevice(manual.device(1))}, "data");
+  auto arrays = arrays_for<float>(mesh, {8});
+  expect_error(xdev::errc::invalid_argument,
+               [&] {
+                 (void)spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum,
+                                        {.algorithm = CollectiveAlgorithm::shared_memory});
+               },
+               {"all_reduce", "shared_memory", "MANUAL:1", "to be host memory"});
+  // automatic takes the device copies instead, and is right.
+  check_all_reduce<float>(mesh, {"data"}, 1000, ReduceOp::sum, {}, "host + MANUAL automatic");
+}
+
+TEST_F(Collectives, ASmallCollectiveOnIdleDevicesIsDoneWhenTheCallReturns) {
+  // Shared memory on idle devices: the arrivals complete at once and the step runs on the
+  // calling thread; no thread hand-off. The user's handler still never runs inside the call.
+  const Mesh mesh = line(4);
+  auto arrays = arrays_for<std::int32_t>(mesh, {64});
+  for (const auto& d : mesh.devices()) d.synchronize();
+  auto f = spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum);
+  EXPECT_EQ(f.wait_for(0s), std::future_status::ready);
+  f.get();
+
+  asio::io_context ioc;
+  bool ran = false;
+  spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::max, {},
+                   asio::bind_executor(ioc, [&](std::exception_ptr ep) {
+                     EXPECT_FALSE(ep);
+                     ran = true;
+                   }));
+  EXPECT_FALSE(ran);
+  ioc.run();
+  EXPECT_TRUE(ran);
 }
 
 TEST_F(Collectives, MeshOfTwoByTwoOverEachAxisAndBoth) {
@@ -789,7 +890,7 @@ TEST_F(Collectives, DeadlineOfDirectAndDefaultTimeout) {
 // ---- errors mid-collective -------------------------------------------------------------------------
 
 TEST_F(Collectives, OutOfMemoryOnOneDeviceFailsTheCollectiveAndFreesTheTemporaries) {
-  for (auto alg : every_algorithm) {
+  for (auto alg : {CollectiveAlgorithm::ring, CollectiveAlgorithm::direct}) {
     const Mesh mesh = line(4);
     auto arrays = arrays_for<float>(mesh, {large});
     const auto baseline = memory_in_use(mesh);
@@ -809,10 +910,35 @@ TEST_F(Collectives, OutOfMemoryOnOneDeviceFailsTheCollectiveAndFreesTheTemporari
   const auto baseline = memory_in_use(mesh);
   mesh.device(0).set_memory_limit(baseline[0]);
   expect_error(xdev::errc::out_of_memory,
-               [&] { spmd::reduce_scatter(mesh, "data", in, std::span(out), ReduceOp::max).get(); },
+               [&] {
+                 spmd::reduce_scatter(mesh, "data", in, std::span(out), ReduceOp::max,
+                                      {.algorithm = CollectiveAlgorithm::ring})
+                     .get();
+               },
                {"reduce_scatter over axis 'data'", "HOST:0"});
   mesh.device(0).set_memory_limit(std::nullopt);
   expect_memory_returns_to(mesh, baseline);
+}
+
+TEST_F(Collectives, SharedMemoryRunsOnDevicesWithNoRoomLeft) {
+  // Nothing is allocated, so a device at its memory limit takes part as any other.
+  const Mesh mesh = line(4);
+  auto arrays = arrays_for<float>(mesh, {large});
+  auto in = arrays_for<std::int32_t>(mesh, {40});
+  auto out = empty_arrays<std::int32_t>(mesh, {10});
+  const auto full = memory_in_use(mesh);
+  for (std::size_t i = 0; i < mesh.size(); ++i) mesh.device(i).set_memory_limit(full[i]);
+  spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum).get();
+  spmd::reduce_scatter(mesh, "data", in, std::span(out), ReduceOp::max).get();
+  for (std::size_t i = 0; i < mesh.size(); ++i) mesh.device(i).set_memory_limit(std::nullopt);
+  std::vector<std::vector<std::int32_t>> inputs;
+  for (std::size_t i = 0; i < 4; ++i) inputs.push_back(host_values<std::int32_t>(i, 40));
+  const auto want = reference(inputs, ReduceOp::max);
+  for (std::size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(download(out[i]), std::vector<std::int32_t>(want.begin() + 10 * i, want.begin() + 10 * (i + 1)));
+  std::vector<std::vector<float>> floats;
+  for (std::size_t i = 0; i < 4; ++i) floats.push_back(host_values<float>(i, large));
+  expect_close(download(arrays[3]), reference(floats, ReduceOp::sum), "f32 sum at the limit");
 }
 
 // ---- two runtimes ----------------------------------------------------------------------------------

@@ -83,6 +83,15 @@ inline constexpr bool is_awaitable_handler = false;
 template <class Executor, class... Ts>
 inline constexpr bool is_awaitable_handler<boost::asio::detail::awaitable_handler<Executor, Ts...>> = true;
 
+/// A handler of xdev's own machinery that may run inside the call that started its operation:
+/// it declares `using completes_at_once = void;`. Such a handler resumes no user code there (what
+/// it reports onwards goes through `deliver` again, with its own rule); running it at once saves
+/// a hand-off to another thread (the SPMD driver's step completions).
+template <class Handler>
+inline constexpr bool completes_at_once = requires {
+  typename std::decay_t<Handler>::completes_at_once;
+};
+
 template <class Handler>
 inline constexpr bool is_future_handler = false;
 template <class... Ts>
@@ -166,7 +175,8 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, const
   // Completed inside its own initiating function: defer the handler. xdev's future handler only
   // fulfils a promise and `detached` runs nothing, so both are safe at once (a post would only add
   // a hop through the executor, for `detached` Asio's system thread pool).
-  const bool defer = initiating_depth > 0 && !is_future_handler<Handler> && !is_detached_handler<Handler>;
+  const bool defer = initiating_depth > 0 && !is_future_handler<Handler> && !is_detached_handler<Handler> &&
+                     !completes_at_once<Handler>;
   // The system executor's dispatch runs the function at once, inside this call; anything else may
   // run it later.
   const bool at_once = !defer && std::is_same_v<decltype(ex), boost::asio::system_executor>;

@@ -41,10 +41,25 @@
 /// `CollectiveAlgorithm::direct`: every device copies what it needs straight from every peer
 /// ((k-1) whole arrays for `all_reduce`, their blocks for `reduce_scatter`, the root's array for
 /// `broadcast`) and combines them locally in group order: fewer, larger steps, for small arrays.
-/// `automatic` picks direct when an array (the input, for `all_gather` and `reduce_scatter`) has
-/// at most `CollectiveOptions::direct_threshold_bytes`, else ring.
+/// `CollectiveAlgorithm::shared_memory`, when every device's memory is host memory
+/// (`AnyDevice::host_accessible()`: host devices, plugins that say so): one step per device,
+/// after every member of its group has arrived, reading and writing the members' arrays
+/// directly. `all_reduce`: device r reduces chunk r (as in the ring) of every array, block by
+/// block in group order, and writes the result into chunk r of every array: each array is read
+/// once and written once, in place, and all devices get identical bits. `reduce_scatter`: device
+/// r reduces block r of every input into its output; `all_gather`: r copies every input into
+/// its output; `broadcast`: r copies the root's array. No temporaries. A step that touches at
+/// most 128 KiB runs at once on the thread that finds it ready (on idle devices a small
+/// collective is complete when the call returns; its handler still runs later, as Asio's rule
+/// says); larger steps run as host tasks on each device's default stream, in parallel.
+/// `TransferStats` count what each device writes into another's memory (or reads from it, for
+/// `all_gather`, `reduce_scatter` and `broadcast`) as a copy between them.
 ///
-/// Combining runs on the device: `ops::combine` (the backend's `add`, `minimum`, `maximum`) and,
+/// `automatic` picks shared memory when every array is in host memory; otherwise direct when an
+/// array (the input, for `all_gather` and `reduce_scatter`) has at most
+/// `CollectiveOptions::direct_threshold_bytes`, else ring.
+///
+/// Combining (ring and direct) runs on the device: `ops::combine` (the backend's `add`, `minimum`, `maximum`) and,
 /// for `mean`, `ops::scale` on per-device temporary chunk arrays, filled and emptied by region
 /// copies. For element types no backend member takes (integers, f16, bf16, bool), the same ops
 /// run their CPU fallback (the chunk is copied to the host, combined by the CPU kernels, and
@@ -118,13 +133,19 @@ enum class ReduceOp : std::uint8_t {
   mean,  ///< the sum scaled by 1/k on the device (floating-point elements only)
   min,   ///< the smallest, as `ops::minimum`
   max,   ///< the largest, as `ops::maximum`
+  prod,  ///< the product, as `ops::mul` (integers wrap modulo 2^bits; `and` for bool)
 };
 
 /// How a collective moves data; see the algorithms in <xdev/spmd/collectives.hpp>.
 enum class CollectiveAlgorithm : std::uint8_t {
-  automatic,  ///< `direct` for arrays of at most `direct_threshold_bytes`, else `ring`
-  ring,       ///< bandwidth-optimal ring (reduce-scatter + all-gather; pipelined chain for broadcast)
-  direct,     ///< every device reads what it needs straight from every peer
+  /// `shared_memory` when every device's memory is host memory, else `direct` for arrays of at
+  /// most `direct_threshold_bytes` and `ring` above
+  automatic,
+  ring,    ///< bandwidth-optimal ring (reduce-scatter + all-gather; pipelined chain for broadcast)
+  direct,  ///< every device reads what it needs straight from every peer
+  /// every device's memory is host memory (`AnyDevice::host_accessible()`): each device reduces
+  /// its share of every array in place, in one step, with no temporaries
+  shared_memory,
 };
 
 /// Options of every collective.
@@ -136,7 +157,7 @@ struct CollectiveOptions {
   /// How long the collective may take, from the call (or from invoking a deferred operation);
   /// unset: `default_collective_timeout()`. Must be > 0.
   std::optional<std::chrono::milliseconds> timeout = std::nullopt;
-  /// Ring, direct, or (`automatic`) chosen by the size of the arrays.
+  /// Ring, direct, shared memory, or (`automatic`) chosen by the memory and size of the arrays.
   CollectiveAlgorithm algorithm = CollectiveAlgorithm::automatic;
   /// `automatic` uses `direct` for arrays of at most this many bytes.
   std::size_t direct_threshold_bytes = 256 * 1024;
@@ -232,17 +253,46 @@ inline std::chrono::milliseconds timeout_of(const char* op, const CollectiveOpti
   return *opt.timeout;
 }
 
-inline bool use_ring(const CollectiveOptions& opt, std::size_t bytes) {
+// The first device of the plan's arrays whose memory the CPU cannot address, or null.
+inline const AnyDevice* not_host_memory(const CollectivePlan& plan) {
+  for (const auto* arrays : {&plan.in, &plan.out})
+    for (const auto& a : *arrays)
+      if (!a.device.host_accessible() || a.device.model().host_address(a.handle) == nullptr) return &a.device;
+  return nullptr;
+}
+
+// How the collective runs: the option, or (`automatic`) shared memory when every array is in host
+// memory, else direct up to the threshold and ring above. `bytes`: one array's size (the input's).
+inline Route route_of(const char* op, const CollectiveOptions& opt, std::size_t bytes, const CollectivePlan& plan) {
   switch (opt.algorithm) {
     case CollectiveAlgorithm::ring:
-      return true;
+      return Route::ring;
     case CollectiveAlgorithm::direct:
-      return false;
+      return Route::direct;
+    case CollectiveAlgorithm::shared_memory:
+      if (const AnyDevice* d = not_host_memory(plan))
+        invalid(op, "CollectiveAlgorithm::shared_memory needs every device's memory to be host memory, but " +
+                        d->name() + "'s is not (host_accessible() is false); use ring, direct or automatic");
+      return Route::shared_memory;
     case CollectiveAlgorithm::automatic:
       break;
+    default:
+      invalid(op, "unknown CollectiveAlgorithm value " + std::to_string(static_cast<int>(opt.algorithm)) +
+                      "; accepted: automatic, ring, direct, shared_memory");
   }
-  return bytes > opt.direct_threshold_bytes;
+  if (!not_host_memory(plan)) return Route::shared_memory;
+  return bytes > opt.direct_threshold_bytes ? Route::ring : Route::direct;
 }
+
+inline const char* name_of(Route r) noexcept {
+  return r == Route::ring ? "ring" : r == Route::direct ? "direct" : "shared memory";
+}
+
+// Set while a collective starts on this thread: its outcome, if it is already known then, is
+// delivered later (Asio's rule for a completion inside the initiating function). Only the
+// user's handler is held back; the collective's own steps complete at once, so that on idle
+// devices a small collective finishes without any thread hand-off.
+inline thread_local int starting_collective = 0;
 
 template <class T>
 inline constexpr bool is_floating = std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>;
@@ -261,8 +311,11 @@ ops::BinaryOp combine_of(const char* op, ReduceOp r) {
       return ops::BinaryOp::min;
     case ReduceOp::max:
       return ops::BinaryOp::max;
+    case ReduceOp::prod:
+      return ops::BinaryOp::mul;
   }
-  invalid(op, "unknown ReduceOp value " + std::to_string(static_cast<int>(r)) + "; accepted: sum, mean, min, max");
+  invalid(op,
+          "unknown ReduceOp value " + std::to_string(static_cast<int>(r)) + "; accepted: sum, mean, min, max, prod");
 }
 
 // Starts a validated collective when the token asks for it.
@@ -283,7 +336,7 @@ struct collective_initiation {
       traced = plan->what;
       log::write(log::Level::debug, "spmd",
                  traced + ": started on " + std::to_string(devices) + " devices in " +
-                     std::to_string(plan->groups.size()) + " group(s), " + (plan->ring ? "ring" : "direct"));
+                     std::to_string(plan->groups.size()) + " group(s), " + name_of(plan->route));
     }
     // Profiler hooks: the collective as one activity of the mesh's first device.
     std::uint64_t activity = 0;
@@ -296,13 +349,24 @@ struct collective_initiation {
                                        self = *this](std::exception_ptr ep) mutable {
       if (!traced.empty()) log::write(log::Level::debug, "spmd", traced + (ep ? ": failed" : ": completed"));
       if (activity != 0) tools::detail::emit_end(self.activity_of(activity), ep);
-      xdev::detail::deliver(q, std::move(h), std::move(ep));
+      if (starting_collective > 0) {
+        xdev::detail::initiating_scope initiating;
+        xdev::detail::deliver(q, std::move(h), std::move(ep));
+      } else {
+        xdev::detail::deliver(q, std::move(h), std::move(ep));
+      }
       work.reset();
     };
     auto run = std::make_shared<CollectiveRun<T>>(*plan);
-    // A completion inside this call is delivered later (Asio's rule), and no submission made here
-    // blocks the caller: a device that is full or stuck must not hold up the others' work.
-    xdev::detail::initiating_scope initiating;
+    // A completion inside this call is delivered later (Asio's rule; see `starting_collective`),
+    // and no submission made here blocks the caller: a device that is full or stuck must not hold
+    // up the others' work.
+    struct Starting {
+      Starting() noexcept { ++starting_collective; }
+      ~Starting() { --starting_collective; }
+      Starting(const Starting&) = delete;
+      Starting& operator=(const Starting&) = delete;
+    } starting;
     xdev::detail::async_scope never_block;
     run->start(timeout, std::move(finish));
   }
@@ -338,7 +402,8 @@ auto initiate(CollectivePlan plan, std::chrono::milliseconds timeout, const Mesh
 ///
 /// \throws xdev::error `errc::invalid_argument`, before anything is submitted, naming the problem:
 ///         not one array per mesh device, an array empty or on another device, shapes that differ
-///         in a group, an unknown axis, `mean` on non-floating-point elements, a timeout <= 0.
+///         in a group, an unknown axis, `mean` on non-floating-point elements, a timeout <= 0,
+///         `shared_memory` with a device whose memory is not host memory.
 /// Through the token: `errc::deadline_exceeded` naming the devices that did not complete, or the
 /// first error of the work (`out_of_memory` for a temporary, ...). Either way the arrays may
 /// still be written until the mesh's devices are synchronized (see the file comment).
@@ -356,7 +421,7 @@ auto all_reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<A
   plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
   detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
   const auto timeout = detail::timeout_of(name, opt);
-  plan.ring = detail::use_ring(opt, arrays[0].size() * sizeof(T));
+  plan.route = detail::route_of(name, opt, arrays[0].size() * sizeof(T), plan);
   plan.what = std::string(name) + " over " + detail::describe_axes(axes);
   return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
 }
@@ -423,7 +488,7 @@ auto all_gather(const Mesh& mesh, std::span<const std::string> axes,
     }
   }
   const auto timeout = detail::timeout_of(name, opt);
-  plan.ring = detail::use_ring(opt, in[0].size() * sizeof(T));
+  plan.route = detail::route_of(name, opt, in[0].size() * sizeof(T), plan);
   plan.what = std::string(name) + " over " + detail::describe_axes(axes);
   return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
 }
@@ -494,7 +559,7 @@ auto reduce_scatter(const Mesh& mesh, std::span<const std::string> axes,
                                   std::to_string(k) + " devices gives blocks of shape " + to_string(want));
   }
   const auto timeout = detail::timeout_of(name, opt);
-  plan.ring = detail::use_ring(opt, in[0].size() * sizeof(T));
+  plan.route = detail::route_of(name, opt, in[0].size() * sizeof(T), plan);
   plan.what = std::string(name) + " over " + detail::describe_axes(axes);
   return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
 }
@@ -543,7 +608,7 @@ auto broadcast(const Mesh& mesh, std::span<const std::string> axes, std::span<An
                               " of size " + std::to_string(k) + "; it is a position in [0, " + std::to_string(k) + ")");
   plan.root = static_cast<std::size_t>(root);
   const auto timeout = detail::timeout_of(name, opt);
-  plan.ring = detail::use_ring(opt, arrays[0].size() * sizeof(T));
+  plan.route = detail::route_of(name, opt, arrays[0].size() * sizeof(T), plan);
   plan.what = std::string(name) + " over " + detail::describe_axes(axes);
   return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
 }

@@ -229,9 +229,14 @@ ReducePlan plan_reduction(const char* name, spmd::ReduceOp op) {
       plan.mpi_op = MPI_MAX;
       plan.local_op = spmd::ReduceOp::max;
       break;
+    case spmd::ReduceOp::prod:
+      plan.mpi_op = MPI_PROD;
+      plan.local_op = spmd::ReduceOp::prod;
+      break;
     default:
       throw error(errc::invalid_argument, std::string("distributed::") + name + ": unknown ReduceOp value " +
-                                              std::to_string(static_cast<int>(op)) + "; accepted: sum, mean, min, max");
+                                              std::to_string(static_cast<int>(op)) +
+                                              "; accepted: sum, mean, min, max, prod");
   }
   return plan;
 }
@@ -258,6 +263,13 @@ void combine_on_host(spmd::ReduceOp op, std::span<T> acc, std::span<const T> x) 
         break;
       case spmd::ReduceOp::max:
         acc[i] = acc[i] < x[i] ? x[i] : acc[i];
+        break;
+      case spmd::ReduceOp::prod:
+        if constexpr (std::is_integral_v<T>)
+          acc[i] =
+              static_cast<T>(static_cast<std::make_unsigned_t<T>>(acc[i]) * static_cast<std::make_unsigned_t<T>>(x[i]));
+        else
+          acc[i] *= x[i];
         break;
       default:
         if constexpr (std::is_integral_v<T>)

@@ -79,7 +79,9 @@ class DeadlineTimer {
         throw;
       }
     }
-    cv_.notify_all();
+    // Woken only when this entry is due before the time it sleeps until: collectives started one
+    // after another, each cancelling its deadline before the next, cost the thread no wake-up.
+    if (when < sleeping_until_) cv_.notify_all();
     return id;
   }
 
@@ -104,18 +106,24 @@ class DeadlineTimer {
     bool operator<(const Key& o) const noexcept { return when != o.when ? when < o.when : id < o.id; }
   };
 
+  // Cancelling never wakes the thread: it wakes at the time it chose, finds the entry gone and
+  // sleeps until the next one (or until a new entry is due earlier).
   void run() {
     std::unique_lock lk(m_);
     while (!stopping_) {
       if (entries_.empty()) {
+        sleeping_until_ = Clock::time_point::max();
         cv_.wait(lk);
+        sleeping_until_ = Clock::time_point::min();
         continue;
       }
       auto first = entries_.begin();
       // A copy: the entry may be cancelled (erased) while we wait.
       const Clock::time_point when = first->first.when;
       if (Clock::now() < when) {
+        sleeping_until_ = when;
         cv_.wait_until(lk, when);
+        sleeping_until_ = Clock::time_point::min();
         continue;
       }
       Callback f = std::move(first->second);
@@ -139,6 +147,8 @@ class DeadlineTimer {
   std::map<Key, Callback> entries_;
   std::uint64_t last_id_ = 0;
   bool stopping_ = false;
+  // When the thread will next look at the entries by itself: min() while it is awake.
+  Clock::time_point sleeping_until_ = Clock::time_point::min();
   std::thread thread_;
 };
 
@@ -251,6 +261,11 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
   /// destroyed without being called (its operation was discarded) counts as failed.
   class StepToken {
    public:
+    /// Run at once even inside the submission that completed it (see `xdev::detail::deliver`):
+    /// it only records the completion and submits the steps that became ready; the user's
+    /// handler is delivered by `settle`, under the initiating function's rule.
+    using completes_at_once = void;
+
     StepToken(std::shared_ptr<CollectiveDriver> d, std::size_t who, std::size_t step) noexcept
         : d_(std::move(d)), who_(who), step_(step), unwinding_(std::uncaught_exceptions()) {}
     StepToken(StepToken&& o) noexcept : d_(std::move(o.d_)), who_(o.who_), step_(o.step_), unwinding_(o.unwinding_) {}

@@ -4,15 +4,22 @@
 #pragma once
 
 #include <xdev/any/any_device.hpp>
+#include <xdev/async/device_queue.hpp>
+#include <xdev/async/submit.hpp>
+#include <xdev/backend/completion.hpp>
 #include <xdev/core/shape.hpp>
+#include <xdev/kernels/elementwise.hpp>
 #include <xdev/ops/elementwise.hpp>
 #include <xdev/ops/op_args.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
 #include <xdev/spmd/detail/copy.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -21,6 +28,15 @@
 namespace xdev::spmd::detail {
 
 enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast };
+
+/// How a collective moves data, resolved (never `automatic`): see `CollectiveAlgorithm`.
+enum class Route : std::uint8_t { ring, direct, shared_memory };
+
+/// A step of the shared-memory route that touches at most this many bytes runs at once on the
+/// thread that finds it ready (a completion handler, or the caller when every device was idle)
+/// instead of as a host task on its device: for small arrays the hand-off would cost more than
+/// the work.
+inline constexpr std::size_t shared_inline_bytes = 128 * 1024;
 
 /// One array of a collective as captured by the call: where its elements live, and how many.
 struct ArrayRef {
@@ -32,7 +48,7 @@ struct ArrayRef {
 /// What a collective does, validated and resolved (groups, algorithm) by its public function.
 struct CollectivePlan {
   CollectiveKind kind = CollectiveKind::all_reduce;
-  bool ring = true;
+  Route route = Route::ring;
   ops::BinaryOp combine = ops::BinaryOp::add;
   bool mean = false;
   std::size_t root = 0;  ///< broadcast: the root's position in its group
@@ -103,14 +119,14 @@ class CollectiveRun final : public CollectiveDriver {
         std::size_t steps = 1;  // the arrival
         switch (pl.kind) {
           case CollectiveKind::all_reduce:
-            if (k > 1) steps += pl.ring ? 2 * (k - 1) : 2;
+            if (k > 1) steps += pl.route == Route::ring ? 2 * (k - 1) : pl.route == Route::direct ? 2 : 1;
             break;
           case CollectiveKind::all_gather:
           case CollectiveKind::reduce_scatter:
-            steps += pl.ring && k > 1 ? k - 1 : 1;
+            steps += pl.route == Route::ring && k > 1 ? k - 1 : 1;
             break;
           case CollectiveKind::broadcast:
-            if (k > 1 && r != pl.root) steps += pl.ring ? k : 1;
+            if (k > 1 && r != pl.root) steps += pl.route == Route::ring ? k : 1;
             break;
         }
         out[g[r]] = steps;
@@ -133,22 +149,24 @@ class CollectiveRun final : public CollectiveDriver {
     };
     switch (plan_.kind) {
       case CollectiveKind::all_reduce:
-        if (plan_.ring)
+        if (ring())
           out.push_back({pred(p), s - 1});
         else
-          every_peer(s - 1);  // step 2 writes the result back only once every peer has read ours
+          // direct: step 2 writes the result back only once every peer has read ours; shared
+          // memory: the one step reads and writes every peer's array.
+          every_peer(s - 1);
         break;
       case CollectiveKind::all_gather:
       case CollectiveKind::reduce_scatter:
         if (k == 1) break;
-        if (plan_.ring)
+        if (ring())
           out.push_back({pred(p), s - 1});
         else
           every_peer(0);
         break;
       case CollectiveKind::broadcast: {
         const std::size_t root = member(p, plan_.root);
-        if (plan_.ring && pred(p) != root)
+        if (ring() && pred(p) != root)
           out.push_back({pred(p), s});  // the chunk our predecessor received in its step s
         else
           out.push_back({root, 0});
@@ -157,16 +175,19 @@ class CollectiveRun final : public CollectiveDriver {
     }
   }
 
+  [[nodiscard]] bool ring() const noexcept { return plan_.route == Route::ring; }
+
   void run_step(std::size_t p, std::size_t s) override {
+    if (plan_.route == Route::shared_memory) return shared_step(p);
     switch (plan_.kind) {
       case CollectiveKind::all_reduce:
-        return plan_.ring ? ring_all_reduce(p, s) : direct_all_reduce(p, s);
+        return ring() ? ring_all_reduce(p, s) : direct_all_reduce(p, s);
       case CollectiveKind::all_gather:
-        return plan_.ring ? ring_all_gather(p, s) : direct_all_gather(p);
+        return ring() ? ring_all_gather(p, s) : direct_all_gather(p);
       case CollectiveKind::reduce_scatter:
-        return plan_.ring ? ring_reduce_scatter(p, s) : direct_reduce_scatter(p);
+        return ring() ? ring_reduce_scatter(p, s) : direct_reduce_scatter(p);
       case CollectiveKind::broadcast:
-        return plan_.ring ? ring_broadcast(p, s) : direct_broadcast(p);
+        return ring() ? ring_broadcast(p, s) : direct_broadcast(p);
     }
   }
 
@@ -342,6 +363,144 @@ class CollectiveRun final : public CollectiveDriver {
   void direct_broadcast(std::size_t p) {
     const std::size_t n = plan_.in[p].count;
     copies(p, 1, {region(loc(plan_.in[member(p, plan_.root)]), 0, loc(plan_.in[p]), 0, n)});
+  }
+
+  // ---- shared memory -----------------------------------------------------------------------------
+
+  // Every device's memory is host memory: one step per participant, after every member of its
+  // group has arrived, reads and writes the members' arrays directly. all_reduce: participant r
+  // reduces chunk r of every array (in group order) and writes the result into chunk r of every
+  // array, so the chunks are disjoint, nothing is copied twice and no temporary exists.
+  // reduce_scatter: r reduces block r of every input into its output. all_gather: r copies every
+  // member's input into its output. broadcast: r copies the root's array into its own.
+  void shared_step(std::size_t p) {
+    const std::size_t k = k_of(p), r = rank_of_[p];
+    std::size_t touched = 0;  // bytes read and written, for the choice of where the step runs
+    auto wrote = [&](std::size_t from, std::size_t to, std::size_t elements) {
+      if (from != to) xdev::detail::note_copy(*devices()[from].queue(), *devices()[to].queue(), elements * sizeof(T));
+    };
+    switch (plan_.kind) {
+      case CollectiveKind::all_reduce: {
+        const std::size_t len = chunk_of(plan_.in[p].count, k, r).length;
+        for (std::size_t q = 0; q < k; ++q) wrote(p, member(p, q), len);
+        touched = 2 * k * len * sizeof(T);
+        break;
+      }
+      case CollectiveKind::reduce_scatter: {
+        const std::size_t b = plan_.out[p].count;
+        for (std::size_t q = 0; q < k; ++q) wrote(member(p, q), p, b);
+        touched = (k + 1) * b * sizeof(T);
+        break;
+      }
+      case CollectiveKind::all_gather: {
+        const std::size_t b = plan_.in[p].count;
+        for (std::size_t q = 0; q < k; ++q) wrote(member(p, q), p, b);
+        touched = 2 * k * b * sizeof(T);
+        break;
+      }
+      case CollectiveKind::broadcast:
+        wrote(member(p, plan_.root), p, plan_.in[p].count);
+        touched = 2 * plan_.in[p].count * sizeof(T);
+        break;
+    }
+    if (touched <= shared_inline_bytes) {
+      // The step's hold (see CollectiveDriver::drive) keeps it from completing before this returns.
+      shared_work(p);
+      return;
+    }
+    const AnyDevice& d = devices()[p];
+    auto self = std::static_pointer_cast<CollectiveRun>(shared_from_this());
+    auto launch = [d, self = std::move(self), p](Completion done) mutable {
+      d.model().execute(HostTask([self = std::move(self), p] { self->shared_work(p); }), d.keep_alive(std::move(done)));
+    };
+    // Host-ordered (`false`): the task uses other devices' memory.
+    xdev::detail::submit<void>(d.queue(), d.queue()->default_chain(), nullptr,
+                               xdev::detail::queue_ordered(std::move(launch), false, nullptr,
+                                                           xdev::detail::activity_tag{tools::Category::collective,
+                                                                                      kind_name(), nullptr, touched}),
+                               token(p, 1));
+  }
+
+  [[nodiscard]] const char* kind_name() const noexcept {
+    switch (plan_.kind) {
+      case CollectiveKind::all_reduce:
+        return "all_reduce";
+      case CollectiveKind::all_gather:
+        return "all_gather";
+      case CollectiveKind::reduce_scatter:
+        return "reduce_scatter";
+      case CollectiveKind::broadcast:
+        break;
+    }
+    return "broadcast";
+  }
+
+  static T* host_ptr(const ArrayRef& a) noexcept { return static_cast<T*>(a.device.model().host_address(a.handle)); }
+
+  // The data movement of participant p's shared-memory step (see shared_step).
+  void shared_work(std::size_t p) const {
+    const std::size_t k = k_of(p), r = rank_of_[p];
+    switch (plan_.kind) {
+      case CollectiveKind::all_reduce: {
+        const Chunk c = chunk_of(plan_.in[p].count, k, r);
+        std::vector<T*> arrays(k);
+        for (std::size_t q = 0; q < k; ++q) arrays[q] = host_ptr(plan_.in[member(p, q)]) + c.offset;
+        return reduce_into(arrays.data(), k, arrays.data(), k, c.length);
+      }
+      case CollectiveKind::reduce_scatter: {
+        const std::size_t b = plan_.out[p].count;
+        std::vector<T*> inputs(k);
+        for (std::size_t q = 0; q < k; ++q) inputs[q] = host_ptr(plan_.in[member(p, q)]) + r * b;
+        T* out = host_ptr(plan_.out[p]);
+        return reduce_into(inputs.data(), k, &out, 1, b);
+      }
+      case CollectiveKind::all_gather: {
+        const std::size_t b = plan_.in[p].count;
+        T* out = host_ptr(plan_.out[p]);
+        for (std::size_t q = 0; q < k; ++q) std::memcpy(out + q * b, host_ptr(plan_.in[member(p, q)]), b * sizeof(T));
+        return;
+      }
+      case CollectiveKind::broadcast:
+        std::memcpy(host_ptr(plan_.in[p]), host_ptr(plan_.in[member(p, plan_.root)]), plan_.in[p].count * sizeof(T));
+        return;
+    }
+  }
+
+  // dst[j][i] = src[0][i] op src[1][i] op ... (in that order; scaled by 1/k for `mean`) for every
+  // j < ndst and i < n. The sources may be destinations. Block by block through a local
+  // accumulator, so each source is read once and each destination written once.
+  void reduce_into(T* const* src, std::size_t nsrc, T* const* dst, std::size_t ndst, std::size_t n) const {
+    switch (plan_.combine) {
+      case ops::BinaryOp::add:
+        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::add(a, b); });
+      case ops::BinaryOp::mul:
+        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::mul(a, b); });
+      case ops::BinaryOp::min:
+        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::min(a, b); });
+      case ops::BinaryOp::max:
+        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::max(a, b); });
+    }
+  }
+
+  template <class Op>
+  void reduce_with(T* const* src, std::size_t nsrc, T* const* dst, std::size_t ndst, std::size_t n, Op op) const {
+    constexpr std::size_t block = 8192 / sizeof(T) > 0 ? 8192 / sizeof(T) : 1;
+    T acc[block];
+    const bool scale = plan_.mean && nsrc > 1;
+    T alpha{};
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+      if constexpr (std::is_same_v<T, double>)
+        alpha = 1.0 / static_cast<double>(nsrc);
+      else
+        alpha = T(static_cast<float>(1.0 / static_cast<double>(nsrc)));
+    }
+    for (std::size_t i = 0; i < n; i += block) {
+      const std::size_t m = std::min(block, n - i);
+      std::memcpy(acc, src[0] + i, m * sizeof(T));
+      for (std::size_t q = 1; q < nsrc; ++q) kernels::detail::map2(acc, src[q] + i, acc, m, op);
+      if (scale) kernels::detail::map2(acc, acc, acc, m, [alpha](T v, T) { return kernels::detail::mul(v, alpha); });
+      for (std::size_t j = 0; j < ndst; ++j) std::memcpy(dst[j] + i, acc, m * sizeof(T));
+    }
   }
 
   CollectivePlan plan_;
