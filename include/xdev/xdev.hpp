@@ -80,7 +80,9 @@
 #include <xdev/random/philox.hpp>
 #include <xdev/random/stream.hpp>
 #include <xdev/random/threefry.hpp>
+#include <xdev/spmd/collective_options.hpp>
 #include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 #include <xdev/spmd/partition_spec.hpp>
 #include <xdev/spmd/sharded_array.hpp>

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <future>
+#include <latch>
 #include <span>
 #include <stdexcept>
 #include <thread>
@@ -95,11 +96,20 @@ TEST_F(GraphCapture, AReplayIsOneOperationAndTakesEveryToken) {
 // Without a native queue, each step after the first starts from the completion of the one before,
 // on the host backend's worker: the backend runs it there inline (no hand-off, no wake-up).
 TEST_F(GraphCapture, OnTheHostAReplaysStepsRunBackToBackOnOneWorker) {
+  // The first step holds its worker until replay() has returned: otherwise it may complete while
+  // the calling thread is still issuing, and that thread (not the worker) issues the next step.
+  std::latch returned(1);
   std::vector<std::thread::id> ran(6);
   const xdev::Graph g = xdev::capture(s, [&] {
-    for (std::size_t i = 0; i < ran.size(); ++i) s.execute([&ran, i] { ran[i] = std::this_thread::get_id(); });
+    s.execute([&] {
+      returned.wait();
+      ran[0] = std::this_thread::get_id();
+    });
+    for (std::size_t i = 1; i < ran.size(); ++i) s.execute([&ran, i] { ran[i] = std::this_thread::get_id(); });
   });
-  g.replay().get();
+  auto done = g.replay();
+  returned.count_down();
+  done.get();
   EXPECT_NE(ran[0], std::this_thread::get_id());
   for (std::size_t i = 1; i < ran.size(); ++i) EXPECT_EQ(ran[i], ran[0]) << "step " << i;
 }

@@ -14,7 +14,9 @@
 
 #include <xdev/any/accelerator.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/spmd/collective_options.hpp>
 #include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 #include <xdev/spmd/partition_spec.hpp>
 #include <xdev/spmd/sharded_array.hpp>

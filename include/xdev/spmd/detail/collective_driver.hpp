@@ -152,9 +152,6 @@ class DeadlineTimer {
   std::thread thread_;
 };
 
-/// The default deadline of every collective, in milliseconds (process-wide).
-inline std::atomic<std::int64_t> default_timeout_ms{60'000};
-
 // ---- the driver --------------------------------------------------------------------------------
 
 /// A step that must have completed before another may start: step `step` of participant `who`.

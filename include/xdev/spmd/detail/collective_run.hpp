@@ -13,13 +13,16 @@
 #include <xdev/ops/op_args.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
 #include <xdev/spmd/detail/copy.hpp>
+#include <xdev/spmd/sharding.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -27,7 +30,15 @@
 
 namespace xdev::spmd::detail {
 
-enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, broadcast };
+enum class CollectiveKind : std::uint8_t {
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  broadcast,
+  reduce,
+  all_to_all,
+  permute,  ///< collective_permute
+};
 
 /// How a collective moves data, resolved (never `automatic`): see `CollectiveAlgorithm`.
 enum class Route : std::uint8_t { ring, direct, shared_memory };
@@ -51,8 +62,16 @@ struct CollectivePlan {
   Route route = Route::ring;
   ops::BinaryOp combine = ops::BinaryOp::add;
   bool mean = false;
-  std::size_t root = 0;  ///< broadcast: the root's position in its group
-  std::string what;      ///< "all_reduce over axis 'data'", for messages
+  std::size_t root = 0;  ///< broadcast and reduce: the root's position in its group
+  /// collective_permute: per position in a group, the position whose input it receives (-1: none,
+  /// its output is zero-filled)
+  std::vector<std::int64_t> source;
+  /// all_to_all: the dimension the inputs are split along and the one the blocks are concatenated
+  /// along, and the input's shape per mesh device
+  std::size_t split_axis = 0;
+  std::size_t concat_axis = 0;
+  std::vector<Shape> in_shapes;
+  std::string what;  ///< "all_reduce over axis 'data'", for messages
   std::vector<std::vector<std::size_t>> groups;
   std::vector<ArrayRef> in;   ///< per mesh device; the arrays of all_reduce and broadcast
   std::vector<ArrayRef> out;  ///< per mesh device; all_gather and reduce_scatter only
@@ -128,6 +147,13 @@ class CollectiveRun final : public CollectiveDriver {
           case CollectiveKind::broadcast:
             if (k > 1 && r != pl.root) steps += pl.route == Route::ring ? k : 1;
             break;
+          case CollectiveKind::reduce:  // shared memory: every device reduces its chunk; else the root
+            if (k > 1 && (pl.route == Route::shared_memory || r == pl.root)) steps += 1;
+            break;
+          case CollectiveKind::all_to_all:
+          case CollectiveKind::permute:
+            steps += 1;
+            break;
         }
         out[g[r]] = steps;
       }
@@ -172,6 +198,14 @@ class CollectiveRun final : public CollectiveDriver {
           out.push_back({root, 0});
         break;
       }
+      case CollectiveKind::reduce:
+      case CollectiveKind::all_to_all:
+        every_peer(0);
+        break;
+      case CollectiveKind::permute:
+        if (const std::int64_t from = plan_.source[r]; from >= 0 && static_cast<std::size_t>(from) != r)
+          out.push_back({member(p, static_cast<std::size_t>(from)), 0});
+        break;
     }
   }
 
@@ -188,6 +222,12 @@ class CollectiveRun final : public CollectiveDriver {
         return ring() ? ring_reduce_scatter(p, s) : direct_reduce_scatter(p);
       case CollectiveKind::broadcast:
         return ring() ? ring_broadcast(p, s) : direct_broadcast(p);
+      case CollectiveKind::reduce:
+        return direct_reduce(p);
+      case CollectiveKind::all_to_all:
+        return copies(p, 1, all_to_all_regions(p));
+      case CollectiveKind::permute:
+        return permute(p);
     }
   }
 
@@ -365,6 +405,86 @@ class CollectiveRun final : public CollectiveDriver {
     copies(p, 1, {region(loc(plan_.in[member(p, plan_.root)]), 0, loc(plan_.in[p]), 0, n)});
   }
 
+  // ---- reduce, all_to_all, collective_permute ---------------------------------------------------
+
+  // The root copies every member's array into X[q], combines them in group order into X[0] and
+  // copies X[0] into its own array (nobody else reads it). The other members only arrive.
+  void direct_reduce(std::size_t p) {
+    const std::size_t k = k_of(p), n = plan_.in[p].count;
+    std::vector<CopyRegion> regions;
+    for (std::size_t q = 0; q < k; ++q)
+      regions.push_back(region(loc(plan_.in[member(p, q)]), 0, loc(temp(p, tag_member, q, n)), 0, n));
+    copies(p, 1, std::move(regions));
+    auto& acc = temp(p, tag_member, 0, n);
+    for (std::size_t q = 1; q < k; ++q) combine(p, 1, acc, temp(p, tag_member, q, n), acc);
+    scale_for_mean(p, 1, acc);
+    copies(p, 1, {region(loc(acc), 0, loc(plan_.in[p]), 0, n)});
+  }
+
+  // Block j (along the split dimension) of member q's input lands at position q along the
+  // concatenation dimension of member j's output. Calls f(q, src_offset, dst_offset, count) for
+  // every contiguous run (in elements), for every q.
+  template <class F>
+  void for_each_all_to_all_run(std::size_t p, F&& f) const {
+    const std::size_t k = k_of(p), j = rank_of_[p];
+    const Shape& s = plan_.in_shapes[p];
+    const std::size_t sa = plan_.split_axis, ca = plan_.concat_axis, rank = s.rank();
+    const auto block = s[sa] / static_cast<Shape::value_type>(k);
+    const auto kk = static_cast<Shape::value_type>(k);
+    for (std::size_t q = 0; q < k; ++q) {
+      const auto qq = static_cast<Shape::value_type>(q), jj = static_cast<Shape::value_type>(j);
+      // One frame for the three boxes, shifted so that no bound is negative (see docs/spmd.md).
+      std::vector<Shape::value_type> sb(rank, 0), se(rank), db(rank, 0), de(rank), rb(rank, 0), re(rank);
+      for (std::size_t d = 0; d < rank; ++d) se[d] = de[d] = re[d] = s[d];
+      if (sa != ca) {
+        const auto extent = s[ca];
+        sb[ca] = qq * extent, se[ca] = sb[ca] + extent;  // the input, placed at q along ca
+        db[sa] = jj * block, de[sa] = db[sa] + block;    // the output, which is block j along sa
+        de[ca] = kk * extent;
+        rb[sa] = jj * block, re[sa] = rb[sa] + block;
+        rb[ca] = qq * extent, re[ca] = rb[ca] + extent;
+      } else {
+        sb[sa] = (kk + qq - jj) * block, se[sa] = sb[sa] + s[sa];
+        db[sa] = kk * block, de[sa] = db[sa] + s[sa];
+        rb[sa] = (kk + qq) * block, re[sa] = rb[sa] + block;
+      }
+      using Span = std::span<const Shape::value_type>;
+      for_each_run(IndexBox(Span(rb), Span(re)), IndexBox(Span(sb), Span(se)), IndexBox(Span(db), Span(de)),
+                   [&](std::size_t src, std::size_t dst, std::size_t n) { f(q, src, dst, n); });
+    }
+  }
+
+  std::vector<CopyRegion> all_to_all_regions(std::size_t p) const {
+    std::vector<CopyRegion> regions;
+    for_each_all_to_all_run(p, [&](std::size_t q, std::size_t src, std::size_t dst, std::size_t n) {
+      regions.push_back(region(loc(plan_.in[member(p, q)]), src, loc(plan_.out[p]), dst, n));
+    });
+    return regions;
+  }
+
+  // Our output receives the input of the member that sends to us, or zeros.
+  void permute(std::size_t p) {
+    const std::int64_t from = plan_.source[rank_of_[p]];
+    const std::size_t n = plan_.out[p].count;
+    if (from >= 0)
+      return copies(p, 1,
+                    {region(loc(plan_.in[member(p, static_cast<std::size_t>(from))]), 0, loc(plan_.out[p]), 0, n)});
+    const AnyDevice& d = devices()[p];
+    const std::size_t bytes = n * sizeof(T);
+    auto zeros = std::shared_ptr<std::byte[]>(new std::byte[bytes]());
+    auto launch = [d, h = plan_.out[p].handle, zeros, bytes](Completion done) mutable {
+      d.queue()->note_transfer(TransferDirection::from_host, bytes);
+      d.model().copy_to_device(
+          zeros.get(), h, 0, bytes,
+          d.keep_alive([zeros, done = std::move(done)](std::exception_ptr ep) mutable { done(std::move(ep)); }));
+    };
+    xdev::detail::submit<void>(
+        d.queue(), d.queue()->default_chain(), nullptr,
+        xdev::detail::queue_ordered(
+            std::move(launch), xdev::detail::activity_tag{tools::Category::transfer, "copy_to_device", nullptr, bytes}),
+        token(p, 1));
+  }
+
   // ---- shared memory -----------------------------------------------------------------------------
 
   // Every device's memory is host memory: one step per participant, after every member of its
@@ -402,6 +522,23 @@ class CollectiveRun final : public CollectiveDriver {
         wrote(member(p, plan_.root), p, plan_.in[p].count);
         touched = 2 * plan_.in[p].count * sizeof(T);
         break;
+      case CollectiveKind::reduce: {
+        const std::size_t len = chunk_of(plan_.in[p].count, k, r).length;
+        wrote(p, member(p, plan_.root), len);
+        touched = (k + 1) * len * sizeof(T);
+        break;
+      }
+      case CollectiveKind::all_to_all: {
+        const std::size_t b = plan_.out[p].count / k;
+        for (std::size_t q = 0; q < k; ++q) wrote(member(p, q), p, b);
+        touched = 2 * plan_.out[p].count * sizeof(T);
+        break;
+      }
+      case CollectiveKind::permute:
+        if (const std::int64_t from = plan_.source[r]; from >= 0)
+          wrote(member(p, static_cast<std::size_t>(from)), p, plan_.out[p].count);
+        touched = 2 * plan_.out[p].count * sizeof(T);
+        break;
     }
     if (touched <= shared_inline_bytes) {
       // The step's hold (see CollectiveDriver::drive) keeps it from completing before this returns.
@@ -430,9 +567,15 @@ class CollectiveRun final : public CollectiveDriver {
       case CollectiveKind::reduce_scatter:
         return "reduce_scatter";
       case CollectiveKind::broadcast:
+        return "broadcast";
+      case CollectiveKind::reduce:
+        return "reduce";
+      case CollectiveKind::all_to_all:
+        return "all_to_all";
+      case CollectiveKind::permute:
         break;
     }
-    return "broadcast";
+    return "collective_permute";
   }
 
   static T* host_ptr(const ArrayRef& a) noexcept { return static_cast<T*>(a.device.model().host_address(a.handle)); }
@@ -463,6 +606,31 @@ class CollectiveRun final : public CollectiveDriver {
       case CollectiveKind::broadcast:
         std::memcpy(host_ptr(plan_.in[p]), host_ptr(plan_.in[member(p, plan_.root)]), plan_.in[p].count * sizeof(T));
         return;
+      case CollectiveKind::reduce: {
+        const Chunk c = chunk_of(plan_.in[p].count, k, r);
+        std::vector<T*> arrays(k);
+        for (std::size_t q = 0; q < k; ++q) arrays[q] = host_ptr(plan_.in[member(p, q)]) + c.offset;
+        T* at_root = arrays[plan_.root];
+        return reduce_into(arrays.data(), k, &at_root, 1, c.length);
+      }
+      case CollectiveKind::all_to_all: {
+        T* out = host_ptr(plan_.out[p]);
+        std::vector<const T*> in(k);
+        for (std::size_t q = 0; q < k; ++q) in[q] = host_ptr(plan_.in[member(p, q)]);
+        for_each_all_to_all_run(p, [&](std::size_t q, std::size_t src, std::size_t dst, std::size_t n) {
+          std::memcpy(out + dst, in[q] + src, n * sizeof(T));
+        });
+        return;
+      }
+      case CollectiveKind::permute: {
+        T* out = host_ptr(plan_.out[p]);
+        const std::size_t n = plan_.out[p].count;
+        if (const std::int64_t from = plan_.source[r]; from >= 0)
+          std::memcpy(out, host_ptr(plan_.in[member(p, static_cast<std::size_t>(from))]), n * sizeof(T));
+        else
+          std::memset(static_cast<void*>(out), 0, n * sizeof(T));
+        return;
+      }
     }
   }
 
