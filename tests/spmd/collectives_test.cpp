@@ -355,6 +355,51 @@ TEST_F(Collectives, ThresholdChoosesTheAlgorithmWhereMemoryIsNotHostMemory) {
   EXPECT_EQ(received(3999), (2u * 1000u - 250u - 250u) * 4u);  // 2n - len(chunk 3) - len(chunk 0) elements
 }
 
+// A backend whose memory is not host memory and which states CollectiveBackend<direct>.
+struct DirectManual : ManualBackend {
+  using ManualBackend::ManualBackend;
+  static constexpr std::string_view name = "DMANUAL";
+  using capabilities = xdev::Capabilities<xdev::MaxInflight<4>, xdev::CollectiveBackend<xdev::CollectiveKind::direct>>;
+};
+
+TEST_F(Collectives, TheCollectiveBackendPolicyChoosesWhereMemoryIsNotHostMemory) {
+  // What device 0 allocates tells the algorithms apart: direct copies all k arrays (k*n elements),
+  // ring two chunks of each length (about 2n/k). MANUAL states ring (the default), DMANUAL direct.
+  xdev::Runtime<ManualBackend> ring_rt({}, 4, ManualBackend::Mode::inline_completion);
+  xdev::Runtime<DirectManual> direct_rt({}, 4, ManualBackend::Mode::inline_completion);
+  auto mesh_of = [](auto& a, auto& b) {
+    return Mesh(std::vector<AnyDevice>{AnyDevice(a.device(0)), AnyDevice(a.device(1)), AnyDevice(b.device(2)),
+                                       AnyDevice(b.device(3))},
+                "data");
+  };
+  enum Ran { ran_ring, ran_direct };
+  auto ran = [](const Mesh& mesh, std::size_t n, CollectiveOptions opt) {
+    auto arrays = arrays_for<float>(mesh, {static_cast<Shape::value_type>(n)});
+    const AnyDevice& d = mesh.device(0);
+    d.reset_peak_memory_stats();
+    const auto before = d.memory_stats().bytes_in_use;
+    spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::sum, opt).get();
+    const auto grew = d.memory_stats().peak_bytes_in_use - before;
+    EXPECT_GT(grew, 0u);
+    return grew >= 4 * n * sizeof(float) ? ran_direct : ran_ring;
+  };
+  const std::size_t n = large;  // above the 256 KiB threshold
+  // Every device states direct: direct above the threshold too.
+  EXPECT_EQ(ran(mesh_of(direct_rt, direct_rt), n, {}), ran_direct);
+  // Every device states ring: ring above the threshold, direct below.
+  EXPECT_EQ(ran(mesh_of(ring_rt, ring_rt), n, {}), ran_ring);
+  EXPECT_EQ(ran(mesh_of(ring_rt, ring_rt), 1000, {}), ran_direct);
+  // Devices that differ: as ring.
+  EXPECT_EQ(ran(mesh_of(ring_rt, direct_rt), n, {}), ran_ring);
+  EXPECT_EQ(ran(mesh_of(direct_rt, ring_rt), 1000, {}), ran_direct);
+  // The option overrides the policy.
+  EXPECT_EQ(ran(mesh_of(direct_rt, direct_rt), n, {.algorithm = CollectiveAlgorithm::ring}), ran_ring);
+  EXPECT_EQ(ran(mesh_of(ring_rt, ring_rt), n, {.algorithm = CollectiveAlgorithm::direct}), ran_direct);
+  // And the results are right either way.
+  check_all_reduce<float>(mesh_of(ring_rt, direct_rt), {"data"}, n, ReduceOp::sum, {}, "mixed policies");
+  check_all_reduce<std::int32_t>(mesh_of(direct_rt, direct_rt), {"data"}, n, ReduceOp::max, {}, "direct policy");
+}
+
 TEST_F(Collectives, AutomaticIsSharedMemoryWhenEveryDeviceHasHostMemory) {
   // Shared memory: device 0 receives only the chunks its three peers reduced (250 elements each),
   // whatever the threshold; ring would bring (2n - 500) elements, direct 3n.

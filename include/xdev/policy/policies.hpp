@@ -135,6 +135,12 @@ struct MemoryPerDevice {
 };
 
 /// Preferred way to run collectives across these devices. **Default: `CollectiveBackend<CollectiveKind::ring>`.**
+/// What the SPMD collectives' `CollectiveAlgorithm::automatic` makes of it, on devices whose memory
+/// is not host memory (host memory always takes shared memory): when every device of a mesh
+/// states `direct`, direct at every size; otherwise (every one states `ring` or `mpi`, or they
+/// differ) direct up to `CollectiveOptions::direct_threshold_bytes` and ring above, since a ring's
+/// k-1 steps cost more than they save on small arrays. `CollectiveOptions::algorithm` overrides
+/// both. Across processes a `GlobalMesh` always reduces through MPI.
 template <CollectiveKind K>
 struct CollectiveBackend {
   using policy_kind = xdev::policy_kind::collective_backend;

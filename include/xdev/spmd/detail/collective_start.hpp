@@ -12,6 +12,7 @@
 #include <xdev/core/log.hpp>
 #include <xdev/core/shape.hpp>
 #include <xdev/ops/op_args.hpp>
+#include <xdev/policy/policies.hpp>
 #include <xdev/spmd/collective_options.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
 #include <xdev/spmd/detail/collective_run.hpp>
@@ -26,6 +27,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -128,8 +130,22 @@ inline const AnyDevice* not_host_memory(const CollectivePlan& plan) {
   return nullptr;
 }
 
+// The `CollectiveBackend<K>` every device of the plan states, or none when they differ.
+inline std::optional<::xdev::CollectiveKind> stated_kind(const CollectivePlan& plan) {
+  std::optional<::xdev::CollectiveKind> kind;
+  for (const auto* arrays : {&plan.in, &plan.out})
+    for (const auto& a : *arrays) {
+      const auto k = a.device.capability_set().collective_backend;
+      if (kind && *kind != k) return std::nullopt;
+      kind = k;
+    }
+  return kind;
+}
+
 // How the collective runs: the option, or (`automatic`) shared memory when every array is in host
-// memory, else direct up to the threshold and ring above. `bytes`: one array's size (the input's).
+// memory; else `direct` when every device states `CollectiveBackend<direct>`; else (every device
+// states `ring`, the default, or `mpi`, or they differ) direct up to the threshold and ring above.
+// `bytes`: one array's size (the input's).
 inline Route route_of(const char* op, const CollectiveOptions& opt, std::size_t bytes, const CollectivePlan& plan) {
   switch (opt.algorithm) {
     case CollectiveAlgorithm::ring:
@@ -148,6 +164,7 @@ inline Route route_of(const char* op, const CollectiveOptions& opt, std::size_t 
                       "; accepted: automatic, ring, direct, shared_memory");
   }
   if (!not_host_memory(plan)) return Route::shared_memory;
+  if (stated_kind(plan) == ::xdev::CollectiveKind::direct) return Route::direct;
   return bytes > opt.direct_threshold_bytes ? Route::ring : Route::direct;
 }
 
