@@ -60,6 +60,36 @@ inline std::size_t axis_of(const char* op, const char* what, std::int64_t axis, 
   return static_cast<std::size_t>(axis);
 }
 
+// Per position in a group of k, the position it receives from (-1: none), from the pairs.
+inline std::vector<std::int64_t> sources_of(const char* op, std::span<const std::string> axes, std::size_t group_size,
+                                            const PermutePairs& pairs) {
+  const auto k = static_cast<std::int64_t>(group_size);
+  std::vector<std::int64_t> source(group_size, -1);
+  std::vector<bool> sends(group_size, false);
+  for (const auto& [from, to] : pairs) {
+    auto pair = [from = from, to = to] {  // appended piece by piece (g++ 12 -O3 warns on "(" + string&&)
+      std::string text("pair (");
+      text += std::to_string(from);
+      text += ", ";
+      text += std::to_string(to);
+      text += ")";
+      return text;
+    };
+    if (from < 0 || from >= k || to < 0 || to >= k)
+      invalid(op, pair() + " is out of range for " + describe_axes(axes) + " of size " + std::to_string(k) +
+                      "; positions are in [0, " + std::to_string(k) + ")");
+    auto& src = source[static_cast<std::size_t>(to)];
+    if (src >= 0)
+      invalid(op, pair() + " names target " + std::to_string(to) + " again (it already receives from " +
+                      std::to_string(src) + "); each position receives from at most one");
+    if (sends[static_cast<std::size_t>(from)])
+      invalid(op, pair() + " names source " + std::to_string(from) + " again; each position sends to at most one");
+    src = from;
+    sends[static_cast<std::size_t>(from)] = true;
+  }
+  return source;
+}
+
 }  // namespace detail
 
 // ---- all_to_all ------------------------------------------------------------------------------------
@@ -173,25 +203,7 @@ auto collective_permute(const Mesh& mesh, std::span<const std::string> axes,
         detail::invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
                                   to_string(out[i].shape()) + " but the inputs of its group have shape " +
                                   to_string(in[g[0]].shape()) + "; collective_permute keeps the shape");
-  const auto k = static_cast<std::int64_t>(plan.groups[0].size());
-  plan.source.assign(static_cast<std::size_t>(k), -1);
-  std::vector<bool> sends(static_cast<std::size_t>(k), false);
-  for (const auto& [from, to] : pairs) {
-    const std::string pair = "(" + std::to_string(from) + ", " + std::to_string(to) + ")";
-    if (from < 0 || from >= k || to < 0 || to >= k)
-      detail::invalid(name, "pair " + pair + " is out of range for " + detail::describe_axes(axes) + " of size " +
-                                std::to_string(k) + "; positions are in [0, " + std::to_string(k) + ")");
-    auto& source = plan.source[static_cast<std::size_t>(to)];
-    if (source >= 0)
-      detail::invalid(name, "pair " + pair + " names target " + std::to_string(to) +
-                                " again (it already receives from " + std::to_string(source) +
-                                "); each position receives from at most one");
-    if (sends[static_cast<std::size_t>(from)])
-      detail::invalid(name, "pair " + pair + " names source " + std::to_string(from) +
-                                " again; each position sends to at most one");
-    source = from;
-    sends[static_cast<std::size_t>(from)] = true;
-  }
+  plan.source = detail::sources_of(name, axes, plan.groups[0].size(), pairs);
   const auto timeout = detail::timeout_of(name, opt);
   plan.route = detail::route_of(name, opt, in[0].size() * sizeof(T), plan);
   plan.what = std::string(name) + " over " + detail::describe_axes(axes);
