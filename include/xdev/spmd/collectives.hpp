@@ -144,10 +144,8 @@ auto all_reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<A
   plan.groups = detail::groups_of(name, mesh, axes);
   plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
   detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
-  const auto timeout = detail::timeout_of(name, opt);
-  plan.route = detail::route_of(name, opt, arrays[0].size() * sizeof(T), plan);
-  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
-  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+  return detail::start<T>(name, std::move(plan), opt, arrays[0].size() * sizeof(T), axes, mesh,
+                          std::forward<Token>(token));
 }
 
 /// `all_reduce` over one axis: `all_reduce(mesh, "data", std::span(grads), ReduceOp::mean)`.
@@ -211,10 +209,7 @@ auto all_gather(const Mesh& mesh, std::span<const std::string> axes,
         detail::invalid(name, "out[" + std::to_string(i) + "] is the same array as in[" + std::to_string(i) + "]");
     }
   }
-  const auto timeout = detail::timeout_of(name, opt);
-  plan.route = detail::route_of(name, opt, in[0].size() * sizeof(T), plan);
-  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
-  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `all_gather` over one axis.
@@ -282,10 +277,7 @@ auto reduce_scatter(const Mesh& mesh, std::span<const std::string> axes,
                                   to_string(out[i].shape()) + " but scattering " + to_string(s) + " over " +
                                   std::to_string(k) + " devices gives blocks of shape " + to_string(want));
   }
-  const auto timeout = detail::timeout_of(name, opt);
-  plan.route = detail::route_of(name, opt, in[0].size() * sizeof(T), plan);
-  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
-  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `reduce_scatter` over one axis.
@@ -327,10 +319,8 @@ auto broadcast(const Mesh& mesh, std::span<const std::string> axes, std::span<An
   plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
   detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
   plan.root = detail::root_of(name, axes, plan.groups, root);
-  const auto timeout = detail::timeout_of(name, opt);
-  plan.route = detail::route_of(name, opt, arrays[0].size() * sizeof(T), plan);
-  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
-  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+  return detail::start<T>(name, std::move(plan), opt, arrays[0].size() * sizeof(T), axes, mesh,
+                          std::forward<Token>(token));
 }
 
 /// `broadcast` over one axis.
@@ -377,10 +367,8 @@ auto reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyAr
   plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
   detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
   plan.root = detail::root_of(name, axes, plan.groups, root);
-  const auto timeout = detail::timeout_of(name, opt);
-  plan.route = detail::route_of(name, opt, arrays[0].size() * sizeof(T), plan);
-  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
-  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+  return detail::start<T>(name, std::move(plan), opt, arrays[0].size() * sizeof(T), axes, mesh,
+                          std::forward<Token>(token));
 }
 
 /// `reduce` over one axis.

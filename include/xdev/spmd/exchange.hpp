@@ -144,10 +144,7 @@ auto all_to_all(const Mesh& mesh, std::span<const std::string> axes,
                                   ", concat_axis " + std::to_string(concat_axis) + ") gives " + to_string(want));
   }
   for (const auto& a : in) plan.in_shapes.push_back(a.shape());
-  const auto timeout = detail::timeout_of(name, opt);
-  plan.route = detail::route_of(name, opt, in[0].size() * sizeof(T), plan);
-  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
-  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `all_to_all` over one axis.
@@ -204,10 +201,7 @@ auto collective_permute(const Mesh& mesh, std::span<const std::string> axes,
                                   to_string(out[i].shape()) + " but the inputs of its group have shape " +
                                   to_string(in[g[0]].shape()) + "; collective_permute keeps the shape");
   plan.source = detail::sources_of(name, axes, plan.groups[0].size(), pairs);
-  const auto timeout = detail::timeout_of(name, opt);
-  plan.route = detail::route_of(name, opt, in[0].size() * sizeof(T), plan);
-  plan.what = std::string(name) + " over " + detail::describe_axes(axes);
-  return detail::initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `collective_permute` over one axis.

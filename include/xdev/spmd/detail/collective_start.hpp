@@ -273,6 +273,17 @@ auto initiate(CollectivePlan plan, std::chrono::milliseconds timeout, const Mesh
       token);
 }
 
+// Completes a validated plan (its deadline, algorithm and name; `bytes`: one array's size, the
+// input's) and starts it as the token asks.
+template <class T, class Token>
+auto start(const char* name, CollectivePlan plan, const CollectiveOptions& opt, std::size_t bytes,
+           std::span<const std::string> axes, const Mesh& mesh, Token&& token) {
+  const auto timeout = timeout_of(name, opt);
+  plan.route = route_of(name, opt, bytes, plan);
+  plan.what = std::string(name) + " over " + describe_axes(axes);
+  return initiate<T>(std::move(plan), timeout, mesh, std::forward<Token>(token));
+}
+
 }  // namespace detail
 
 }  // namespace xdev::spmd
