@@ -8,12 +8,13 @@
 #include <xdev/async/submit.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/shape.hpp>
-#include <xdev/kernels/elementwise.hpp>
 #include <xdev/ops/elementwise.hpp>
 #include <xdev/ops/op_args.hpp>
+#include <xdev/spmd/detail/all_to_all_runs.hpp>
 #include <xdev/spmd/detail/collective_driver.hpp>
+#include <xdev/spmd/detail/collective_plan.hpp>
 #include <xdev/spmd/detail/copy.hpp>
-#include <xdev/spmd/sharding.hpp>
+#include <xdev/spmd/detail/shared_reduce.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -29,64 +30,6 @@
 #include <vector>
 
 namespace xdev::spmd::detail {
-
-enum class CollectiveKind : std::uint8_t {
-  all_reduce,
-  all_gather,
-  reduce_scatter,
-  broadcast,
-  reduce,
-  all_to_all,
-  permute,  ///< collective_permute
-};
-
-/// How a collective moves data, resolved (never `automatic`): see `CollectiveAlgorithm`.
-enum class Route : std::uint8_t { ring, direct, shared_memory };
-
-/// A step of the shared-memory route that touches at most this many bytes runs at once on the
-/// thread that finds it ready (a completion handler, or the caller when every device was idle)
-/// instead of as a host task on its device: for small arrays the hand-off would cost more than
-/// the work.
-inline constexpr std::size_t shared_inline_bytes = 128 * 1024;
-
-/// One array of a collective as captured by the call: where its elements live, and how many.
-struct ArrayRef {
-  AnyDevice device;
-  xdev::detail::erased_handle handle;
-  std::size_t count = 0;
-};
-
-/// What a collective does, validated and resolved (groups, algorithm) by its public function.
-struct CollectivePlan {
-  CollectiveKind kind = CollectiveKind::all_reduce;
-  Route route = Route::ring;
-  ops::BinaryOp combine = ops::BinaryOp::add;
-  bool mean = false;
-  std::size_t root = 0;  ///< broadcast and reduce: the root's position in its group
-  /// collective_permute: per position in a group, the position whose input it receives (-1: none,
-  /// its output is zero-filled)
-  std::vector<std::int64_t> source;
-  /// all_to_all: the dimension the inputs are split along and the one the blocks are concatenated
-  /// along, and the input's shape per mesh device
-  std::size_t split_axis = 0;
-  std::size_t concat_axis = 0;
-  std::vector<Shape> in_shapes;
-  std::string what;  ///< "all_reduce over axis 'data'", for messages
-  std::vector<std::vector<std::size_t>> groups;
-  std::vector<ArrayRef> in;   ///< per mesh device; the arrays of all_reduce and broadcast
-  std::vector<ArrayRef> out;  ///< per mesh device; all_gather and reduce_scatter only
-};
-
-/// `[offset, offset + length)` of chunk `c` when `n` elements are cut into `k` chunks whose
-/// lengths differ by at most one (the first `n % k` chunks are one longer).
-struct Chunk {
-  std::size_t offset;
-  std::size_t length;
-};
-inline Chunk chunk_of(std::size_t n, std::size_t k, std::size_t c) noexcept {
-  const std::size_t q = n / k, r = n % k;
-  return {c * q + (c < r ? c : r), q + (c < r ? 1 : 0)};
-}
 
 /// A collective over arrays of `T`: one participant per mesh device (its flat index), each with
 /// the step program of its algorithm (see collectives.hpp for the algorithms and their costs).
@@ -421,37 +364,11 @@ class CollectiveRun final : public CollectiveDriver {
     copies(p, 1, {region(loc(acc), 0, loc(plan_.in[p]), 0, n)});
   }
 
-  // Block j (along the split dimension) of member q's input lands at position q along the
-  // concatenation dimension of member j's output. Calls f(q, src_offset, dst_offset, count) for
-  // every contiguous run (in elements), for every q.
+  // Calls f(q, src_offset, dst_offset, count) for every run participant p receives from member q.
   template <class F>
   void for_each_all_to_all_run(std::size_t p, F&& f) const {
-    const std::size_t k = k_of(p), j = rank_of_[p];
-    const Shape& s = plan_.in_shapes[p];
-    const std::size_t sa = plan_.split_axis, ca = plan_.concat_axis, rank = s.rank();
-    const auto block = s[sa] / static_cast<Shape::value_type>(k);
-    const auto kk = static_cast<Shape::value_type>(k);
-    for (std::size_t q = 0; q < k; ++q) {
-      const auto qq = static_cast<Shape::value_type>(q), jj = static_cast<Shape::value_type>(j);
-      // One frame for the three boxes, shifted so that no bound is negative (see docs/spmd.md).
-      std::vector<Shape::value_type> sb(rank, 0), se(rank), db(rank, 0), de(rank), rb(rank, 0), re(rank);
-      for (std::size_t d = 0; d < rank; ++d) se[d] = de[d] = re[d] = s[d];
-      if (sa != ca) {
-        const auto extent = s[ca];
-        sb[ca] = qq * extent, se[ca] = sb[ca] + extent;  // the input, placed at q along ca
-        db[sa] = jj * block, de[sa] = db[sa] + block;    // the output, which is block j along sa
-        de[ca] = kk * extent;
-        rb[sa] = jj * block, re[sa] = rb[sa] + block;
-        rb[ca] = qq * extent, re[ca] = rb[ca] + extent;
-      } else {
-        sb[sa] = (kk + qq - jj) * block, se[sa] = sb[sa] + s[sa];
-        db[sa] = kk * block, de[sa] = db[sa] + s[sa];
-        rb[sa] = (kk + qq) * block, re[sa] = rb[sa] + block;
-      }
-      using Span = std::span<const Shape::value_type>;
-      for_each_run(IndexBox(Span(rb), Span(re)), IndexBox(Span(sb), Span(se)), IndexBox(Span(db), Span(de)),
-                   [&](std::size_t src, std::size_t dst, std::size_t n) { f(q, src, dst, n); });
-    }
+    detail::for_each_all_to_all_run(plan_.in_shapes[p], k_of(p), rank_of_[p], plan_.split_axis, plan_.concat_axis,
+                                    std::forward<F>(f));
   }
 
   std::vector<CopyRegion> all_to_all_regions(std::size_t p) const {
@@ -551,31 +468,12 @@ class CollectiveRun final : public CollectiveDriver {
       d.model().execute(HostTask([self = std::move(self), p] { self->shared_work(p); }), d.keep_alive(std::move(done)));
     };
     // Host-ordered (`false`): the task uses other devices' memory.
-    xdev::detail::submit<void>(d.queue(), d.queue()->default_chain(), nullptr,
-                               xdev::detail::queue_ordered(std::move(launch), false, nullptr,
-                                                           xdev::detail::activity_tag{tools::Category::collective,
-                                                                                      kind_name(), nullptr, touched}),
-                               token(p, 1));
-  }
-
-  [[nodiscard]] const char* kind_name() const noexcept {
-    switch (plan_.kind) {
-      case CollectiveKind::all_reduce:
-        return "all_reduce";
-      case CollectiveKind::all_gather:
-        return "all_gather";
-      case CollectiveKind::reduce_scatter:
-        return "reduce_scatter";
-      case CollectiveKind::broadcast:
-        return "broadcast";
-      case CollectiveKind::reduce:
-        return "reduce";
-      case CollectiveKind::all_to_all:
-        return "all_to_all";
-      case CollectiveKind::permute:
-        break;
-    }
-    return "collective_permute";
+    xdev::detail::submit<void>(
+        d.queue(), d.queue()->default_chain(), nullptr,
+        xdev::detail::queue_ordered(
+            std::move(launch), false, nullptr,
+            xdev::detail::activity_tag{tools::Category::collective, name_of(plan_.kind), nullptr, touched}),
+        token(p, 1));
   }
 
   static T* host_ptr(const ArrayRef& a) noexcept { return static_cast<T*>(a.device.model().host_address(a.handle)); }
@@ -634,41 +532,8 @@ class CollectiveRun final : public CollectiveDriver {
     }
   }
 
-  // dst[j][i] = src[0][i] op src[1][i] op ... (in that order; scaled by 1/k for `mean`) for every
-  // j < ndst and i < n. The sources may be destinations. Block by block through a local
-  // accumulator, so each source is read once and each destination written once.
   void reduce_into(T* const* src, std::size_t nsrc, T* const* dst, std::size_t ndst, std::size_t n) const {
-    switch (plan_.combine) {
-      case ops::BinaryOp::add:
-        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::add(a, b); });
-      case ops::BinaryOp::mul:
-        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::mul(a, b); });
-      case ops::BinaryOp::min:
-        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::min(a, b); });
-      case ops::BinaryOp::max:
-        return reduce_with(src, nsrc, dst, ndst, n, [](T a, T b) { return kernels::detail::max(a, b); });
-    }
-  }
-
-  template <class Op>
-  void reduce_with(T* const* src, std::size_t nsrc, T* const* dst, std::size_t ndst, std::size_t n, Op op) const {
-    constexpr std::size_t block = 8192 / sizeof(T) > 0 ? 8192 / sizeof(T) : 1;
-    T acc[block];
-    const bool scale = plan_.mean && nsrc > 1;
-    T alpha{};
-    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
-      if constexpr (std::is_same_v<T, double>)
-        alpha = 1.0 / static_cast<double>(nsrc);
-      else
-        alpha = T(static_cast<float>(1.0 / static_cast<double>(nsrc)));
-    }
-    for (std::size_t i = 0; i < n; i += block) {
-      const std::size_t m = std::min(block, n - i);
-      std::memcpy(acc, src[0] + i, m * sizeof(T));
-      for (std::size_t q = 1; q < nsrc; ++q) kernels::detail::map2(acc, src[q] + i, acc, m, op);
-      if (scale) kernels::detail::map2(acc, acc, acc, m, [alpha](T v, T) { return kernels::detail::mul(v, alpha); });
-      for (std::size_t j = 0; j < ndst; ++j) std::memcpy(dst[j] + i, acc, m * sizeof(T));
-    }
+    reduce_host_blocks(plan_.combine, plan_.mean, src, nsrc, dst, ndst, n);
   }
 
   CollectivePlan plan_;
