@@ -5,6 +5,7 @@
 #include <xdev/spmd/exchange.hpp>
 
 #include "opencl_plugin_devices.hpp"
+#include "spmd/algorithms.hpp"
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/backends/host.hpp>
@@ -85,10 +86,10 @@ class MixedMeshCollectives : public xdev_test::OpenCLPluginDevices {
   // expects the same results.
   void expect_same(const std::string& what, const Collective& run) {
     for (std::vector<std::string> axes : {std::vector<std::string>{"data"}, {"model"}, {"data", "model"}})
-      for (auto alg : {CollectiveAlgorithm::automatic, CollectiveAlgorithm::ring, CollectiveAlgorithm::direct}) {
+      for (auto alg : xdev_test::copy_algorithms) {
         std::string label = what + " over";
         for (const auto& a : axes) label += " " + a;
-        label += alg == CollectiveAlgorithm::ring ? " ring" : alg == CollectiveAlgorithm::direct ? " direct" : "";
+        label += std::string(" ") + xdev_test::name_of(alg);
         const auto want = run(only_host, axes, CollectiveAlgorithm::automatic);
         EXPECT_EQ(run(mixed, axes, alg), want) << label;
       }

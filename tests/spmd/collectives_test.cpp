@@ -12,6 +12,7 @@
 #include <xdev/device/runtime.hpp>
 #include <xdev/spmd/mesh.hpp>
 
+#include "spmd/algorithms.hpp"
 #include "support/manual_backend.hpp"
 
 #include <boost/asio/bind_executor.hpp>
@@ -58,24 +59,12 @@ using xdev::Shape;
 using xdev_test::ManualBackend;
 using namespace std::chrono_literals;
 
-constexpr CollectiveAlgorithm every_algorithm[] = {CollectiveAlgorithm::automatic, CollectiveAlgorithm::ring,
-                                                   CollectiveAlgorithm::direct, CollectiveAlgorithm::shared_memory};
+using xdev_test::every_algorithm;
+using xdev_test::name_of;
+
 // Above the default direct threshold (256 KiB of f32/i32) and divisible by none of 2, 3, 4.
 constexpr std::size_t large = 70001;
 
-const char* name_of(CollectiveAlgorithm a) {
-  switch (a) {
-    case CollectiveAlgorithm::ring:
-      return "ring";
-    case CollectiveAlgorithm::direct:
-      return "direct";
-    case CollectiveAlgorithm::shared_memory:
-      return "shared_memory";
-    case CollectiveAlgorithm::automatic:
-      break;
-  }
-  return "automatic";
-}
 const char* name_of(ReduceOp op) {
   switch (op) {
     case ReduceOp::sum:

@@ -4,6 +4,7 @@
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/exchange.hpp>
 
+#include "spmd/algorithms.hpp"
 #include "support/manual_backend.hpp"
 
 #include <xdev/any/any_device.hpp>
@@ -41,25 +42,9 @@ using xdev::Shape;
 using xdev_test::ManualBackend;
 using namespace std::chrono_literals;
 
-constexpr CollectiveAlgorithm every_algorithm[] = {CollectiveAlgorithm::automatic, CollectiveAlgorithm::ring,
-                                                   CollectiveAlgorithm::direct, CollectiveAlgorithm::shared_memory};
-// Where memory is not host memory, shared_memory is refused (a test below); the others run.
-constexpr CollectiveAlgorithm copy_algorithms[] = {CollectiveAlgorithm::automatic, CollectiveAlgorithm::ring,
-                                                   CollectiveAlgorithm::direct};
-
-const char* name_of(CollectiveAlgorithm a) {
-  switch (a) {
-    case CollectiveAlgorithm::ring:
-      return "ring";
-    case CollectiveAlgorithm::direct:
-      return "direct";
-    case CollectiveAlgorithm::shared_memory:
-      return "shared_memory";
-    case CollectiveAlgorithm::automatic:
-      break;
-  }
-  return "automatic";
-}
+using xdev_test::copy_algorithms;
+using xdev_test::every_algorithm;
+using xdev_test::name_of;
 
 // Element j of mesh device i's input: distinct, small integers (exact in every op, products of 4
 // included).
