@@ -25,6 +25,7 @@
 
 namespace {
 
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Host = xdev::backends::Host;
@@ -176,16 +177,49 @@ TEST_F(ShardingTest, RejectsASpecLongerThanTheArray) {
   EXPECT_THROW((void)s.shard_shape({8, 4}), xdev::error);
 }
 
-TEST_F(ShardingTest, RejectsAnExtentThatDoesNotDivide) {
-  const Sharding s(Mesh(devices(8), {2, 4}, {"data", "model"}), {replicated, {"data", "model"}});
-  EXPECT_NO_THROW(s.validate({3, 16}));
+TEST_F(ShardingTest, AnExtentThatDoesNotDivideGivesShorterLastShards) {
+  const Sharding rows(line(4), {"data", replicated});
+  EXPECT_THAT(rows.shard_boxes({10, 3}), ElementsAre(IndexBox({0, 0}, {3, 3}), IndexBox({3, 0}, {6, 3}),
+                                                     IndexBox({6, 0}, {9, 3}), IndexBox({9, 0}, {10, 3})));
+  EXPECT_THAT(rows.shard_boxes({5, 3}), ElementsAre(IndexBox({0, 0}, {2, 3}), IndexBox({2, 0}, {4, 3}),
+                                                    IndexBox({4, 0}, {5, 3}), IndexBox({5, 0}, {5, 3})))
+      << "ceil(5 / 4) = 2 rows each: the last shard is empty";
+  EXPECT_TRUE(rows.shard_box({5, 3}, 3).empty());
+  EXPECT_THAT(rows.shard_boxes({0, 3}), Each(IndexBox({0, 0}, {0, 3})));
+  EXPECT_EQ(rows.shard_shape({10, 3}, 1), (Shape{3, 3}));
+  EXPECT_EQ(rows.shard_shape({10, 3}, 3), (Shape{1, 3}));
+  EXPECT_FALSE(rows.is_even({10, 3}));
+  EXPECT_TRUE(rows.is_even({8, 3}));
+  EXPECT_TRUE(rows.is_even({8, 5})) << "the replicated dimension never splits";
   expect_error(xdev::errc::invalid_argument,
                [&] {
-                 s.validate({3, 12});
+                 (void)rows.shard_shape({10, 3});
                },
-               {"dimension 1 of the array [3, 12] has extent 12, which is not divisible by 8",
-                "its axes ('data'=2, 'model'=4)", "never padded", "Sharding(Mesh(data=2, model=4:"});
-  EXPECT_THROW((void)s.shard_shape({3, 12}), xdev::error);
+               {"the shards of [10, 3] differ in shape: dimension 0 of extent 10 is split into 4 blocks of at most 3",
+                "shard_shape(global, device)"});
+
+  // Two axes on one dimension: 12 over 8 blocks of 2, the last two empty.
+  const Sharding s(Mesh(devices(8), {2, 4}, {"data", "model"}), {replicated, {"data", "model"}});
+  EXPECT_NO_THROW(s.validate({3, 12}));
+  const auto boxes = s.shard_boxes({3, 12});
+  for (std::size_t i = 0; i < 6; ++i)
+    EXPECT_EQ(boxes[i], IndexBox({0, 2 * static_cast<std::int64_t>(i)}, {3, 2 * static_cast<std::int64_t>(i) + 2}));
+  EXPECT_TRUE(boxes[6].empty());
+  EXPECT_TRUE(boxes[7].empty());
+}
+
+TEST_F(ShardingTest, UnevenBoxesTileTheArrayExactlyOnce) {
+  const Mesh m(devices(6), {2, 3}, {"x", "y"});
+  for (const auto& spec :
+       {PartitionSpec{"x", "y"}, PartitionSpec{{"x", "y"}}, PartitionSpec{{"y", "x"}, replicated}, PartitionSpec{"y"}})
+    for (const Shape& shape : {Shape{7, 5}, Shape{1, 1}, Shape{13, 2}, Shape{6, 3}}) {
+      const Sharding s(m, spec);
+      std::vector<int> held(static_cast<std::size_t>(shape.numel()), 0);
+      for (const auto& box : s.shard_boxes(shape))
+        for (std::int64_t r = box.begin(0); r < box.end(0); ++r)
+          for (std::int64_t c = box.begin(1); c < box.end(1); ++c) ++held[static_cast<std::size_t>(r * shape[1] + c)];
+      EXPECT_THAT(held, Each(static_cast<int>(s.replication_factor()))) << s << " on " << shape;
+    }
 }
 
 TEST_F(ShardingTest, RowsOverFourDevices) {

@@ -33,10 +33,10 @@ inline constexpr replicated_t replicated{};
 /// with no axes is replicated (every device along the unused axes holds all of it). Dimensions
 /// past `size()` are replicated too, so `PartitionSpec{}` replicates an array of any rank.
 ///
-/// A spec only names axes; `Sharding` pairs it with a `Mesh` and checks that the axes exist and the
-/// extents divide. The spec itself is checked on construction: no axis name may be empty and no
-/// axis may be used twice (in one dimension or in two), because a device's position along an axis
-/// can select only one block.
+/// A spec only names axes; `Sharding` pairs it with a `Mesh`, checks that the axes exist and cuts
+/// each split dimension into blocks (the last ones shorter when its extent does not divide). The spec itself is checked
+/// on construction: no axis name may be empty and no axis may be used twice (in one dimension or in two), because a
+/// device's position along an axis can select only one block.
 ///
 ///     PartitionSpec s{{"data", "model"}, xdev::spmd::replicated};
 ///     s.size();        // 2

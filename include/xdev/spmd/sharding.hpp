@@ -6,6 +6,7 @@
 ///     xdev::spmd::Sharding s(mesh, {"data", xdev::spmd::replicated});
 ///     s.shard_shape({8, 6});       // [4, 6]
 ///     s.shard_box({8, 6}, 2);      // [4:8, 0:6]: device 2 sits at data=1
+///     s.shard_box({7, 6}, 2);      // [4:7, 0:6]: 7 rows split 4 + 3
 ///     s.replication_factor();      // 2: the model axis is unused, so two devices hold each block
 #pragma once
 
@@ -171,21 +172,29 @@ class IndexBox {
 
 /// A `Mesh` with a `PartitionSpec`: which block of a global array each device of the mesh holds.
 ///
-/// Rule (no padding): dimension `d`, split over axes `(a1, a2, ...)`, is cut into
-/// `size(a1) * size(a2) * ...` equal blocks; its extent must divide exactly, otherwise placing the
-/// array is an error. A device's block along `d` is the row-major index of its coordinates on
-/// `(a1, a2, ...)`, `a1` outermost, like JAX. Dimensions the spec leaves out or marks replicated
-/// are held whole, and so are the spec's trailing dimensions past its length: `('data',)` on a
-/// rank-2 array equals `('data', None)`. Every device therefore holds a block of the same shape,
-/// and devices that differ only along axes the spec does not use hold the same block.
+/// Rule (as JAX places an uneven array): dimension `d` of extent `n`, split over axes
+/// `(a1, a2, ...)`, is cut into `k = size(a1) * size(a2) * ...` blocks of `ceil(n / k)` indices;
+/// the last blocks are shorter, or empty, when `k` does not divide `n` (10 rows over 4 devices:
+/// 3, 3, 3, 1; 5 rows over 4: 2, 2, 1, 0). Nothing is padded: a shard holds exactly its block,
+/// so the logical shape is kept and the bytes placed equal the array's size. A device's block
+/// along `d` is the row-major index of its coordinates on `(a1, a2, ...)`, `a1` outermost, like
+/// JAX. Dimensions the spec leaves out or marks replicated are held whole, and so are the spec's
+/// trailing dimensions past its length: `('data',)` on a rank-2 array equals `('data', None)`.
+/// Devices that differ only along axes the spec does not use hold the same block.
 ///
 ///     // 2x2 mesh over ("x", "y"), devices d0 d1 d2 d3 at (0,0) (0,1) (1,0) (1,1):
 ///     Sharding s(mesh, {{"x", "y"}, replicated});
 ///     s.shard_box({8, 2}, 1);      // [2:4, 0:2]: index x*2 + y = 1
 ///     Sharding t(mesh, {"y", "x"});
 ///     t.shard_box({4, 4}, 1);      // [2:4, 0:2]: y=1 picks the row block, x=0 the column block
+///     s.shard_box({7, 2}, 3);      // [6:7, 0:2]: blocks of 2 rows, the last one shorter
 class Sharding {
  public:
+  /// A sharding over no devices: what a default-constructed or moved-from `ShardedArray` holds.
+  /// Only assignment, comparison and `to_string` are meaningful on it; asking for a device's box
+  /// throws, as for any position outside the mesh.
+  Sharding() = default;
+
   /// \throws xdev::error `errc::invalid_argument` when the mesh is empty or the spec uses an axis
   ///         the mesh does not have (the message names it and lists the mesh's axes).
   Sharding(Mesh mesh, PartitionSpec spec) : mesh_(std::move(mesh)), spec_(std::move(spec)) {
@@ -213,31 +222,26 @@ class Sharding {
   /// How each array dimension maps to mesh axes.
   [[nodiscard]] const PartitionSpec& spec() const noexcept { return spec_; }
 
-  /// Checks that an array of shape `global` can be placed with this sharding.
-  /// \throws xdev::error `errc::invalid_argument`, naming the sharding and the shape, when the spec
-  ///         has more dimensions than the array has ("rank mismatch: spec ('a', None, None) has 3
-  ///         dimensions but the array [8, 4] has rank 2"), or a split dimension's extent is not
-  ///         divisible by its number of blocks (the message names the dimension, the extent, the
-  ///         axes and their product).
+  /// Checks that an array of shape `global` can be placed with this sharding: the spec must not
+  /// have more dimensions than the array. (Any extent splits; see the class comment.)
+  /// \throws xdev::error `errc::invalid_argument`, naming the sharding and the shape ("rank
+  ///         mismatch: spec ('a', None, None) has 3 dimensions but the array [8, 4] has rank 2").
   void validate(const Shape& global) const {
     if (spec_.size() > global.rank())
       throw error(errc::invalid_argument, "rank mismatch: spec " + spec_.to_string() + " has " +
                                               std::to_string(spec_.size()) + " dimensions but the array " +
                                               xdev::to_string(global) + " has rank " + std::to_string(global.rank()) +
                                               " (" + to_string() + ")");
-    for (std::size_t d = 0; d < spec_.size(); ++d) {
-      const auto shards = shard_count(d);
-      const auto extent = global[static_cast<std::ptrdiff_t>(d)];
-      if (extent % shards == 0) continue;
-      std::string axes;
-      for (auto a : dim_axes_[d])
-        axes += (axes.empty() ? "'" : ", '") + mesh_.axis_names()[a] + "'=" + std::to_string(mesh_.shape()[a]);
-      throw error(errc::invalid_argument,
-                  "dimension " + std::to_string(d) + " of the array " + xdev::to_string(global) + " has extent " +
-                      std::to_string(extent) + ", which is not divisible by " + std::to_string(shards) +
-                      ", the product of the sizes of its axes (" + axes +
-                      "); shards are never padded, so the extent must divide exactly (" + to_string() + ")");
-    }
+  }
+
+  /// True when every split dimension of `global` divides by its number of blocks, so that every
+  /// device holds a block of the same shape.
+  /// \throws xdev::error as `validate(global)`.
+  [[nodiscard]] bool is_even(const Shape& global) const {
+    validate(global);
+    for (std::size_t d = 0; d < spec_.size(); ++d)
+      if (global[static_cast<std::ptrdiff_t>(d)] % shard_count(d) != 0) return false;
+    return true;
   }
 
   /// Number of blocks dimension `dim` is cut into: the product of its axes' sizes; 1 when it is
@@ -256,7 +260,8 @@ class Sharding {
     return block_index(mesh_.coords(device), dim);
   }
 
-  /// The block of an array of shape `global` that mesh device `device` (flat, row-major) holds.
+  /// The block of an array of shape `global` that mesh device `device` (flat, row-major) holds
+  /// (possibly shorter than the others, or empty, when a split dimension does not divide).
   /// \throws xdev::error as `validate(global)`, or `errc::invalid_argument` when
   ///         `device >= mesh().size()`.
   [[nodiscard]] IndexBox shard_box(const Shape& global, std::size_t device) const {
@@ -274,13 +279,29 @@ class Sharding {
     return out;
   }
 
-  /// Shape of every device's block (the same on every device, since shards are never padded).
-  /// \throws xdev::error as `validate(global)`.
+  /// Shape of every device's block, when they all have the same shape (`is_even(global)`).
+  /// \throws xdev::error as `validate(global)`, and `errc::invalid_argument` naming the first
+  ///         dimension that does not divide when the blocks differ (use `shard_shape(global, i)`).
   [[nodiscard]] Shape shard_shape(const Shape& global) const {
     validate(global);
     Shape out = global;
-    for (std::size_t d = 0; d < spec_.size(); ++d) out[static_cast<std::ptrdiff_t>(d)] /= shard_count(d);
+    for (std::size_t d = 0; d < spec_.size(); ++d) {
+      const auto extent = global[static_cast<std::ptrdiff_t>(d)];
+      if (extent % shard_count(d) != 0)
+        throw error(errc::invalid_argument,
+                    "the shards of " + xdev::to_string(global) + " differ in shape: dimension " + std::to_string(d) +
+                        " of extent " + std::to_string(extent) + " is split into " + std::to_string(shard_count(d)) +
+                        " blocks of at most " + std::to_string(block_length(extent, d)) +
+                        "; ask shard_shape(global, device) for one device's (" + to_string() + ")");
+      out[static_cast<std::ptrdiff_t>(d)] = extent / shard_count(d);
+    }
     return out;
+  }
+
+  /// Shape of mesh device `device`'s block: `shard_box(global, device).shape()`.
+  /// \throws xdev::error as `shard_box`.
+  [[nodiscard]] Shape shard_shape(const Shape& global, std::size_t device) const {
+    return shard_box(global, device).shape();
   }
 
   /// True when every device holds the whole array: the spec uses no axis of size above 1.
@@ -314,14 +335,19 @@ class Sharding {
     for (auto a : dim_axes_[dim]) idx = idx * mesh_.shape()[a] + coords[a];
     return idx;
   }
+  // Indices per block of dimension `dim` of extent `extent`: ceil(extent / blocks).
+  std::int64_t block_length(std::int64_t extent, std::size_t dim) const noexcept {
+    const auto blocks = shard_count(dim);
+    return (extent + blocks - 1) / blocks;
+  }
   // Assumes validate(global) passed.
   IndexBox box_of(const Shape& global, const std::vector<std::int64_t>& coords) const {
     std::array<std::int64_t, Shape::max_rank> lo{}, hi{};
     for (std::size_t d = 0; d < global.rank(); ++d) {
       const auto extent = global[static_cast<std::ptrdiff_t>(d)];
-      const auto block = extent / shard_count(d);
-      lo[d] = block_index(coords, d) * block;
-      hi[d] = lo[d] + block;
+      const auto block = block_length(extent, d);
+      lo[d] = std::min(block_index(coords, d) * block, extent);
+      hi[d] = std::min(lo[d] + block, extent);
     }
     return IndexBox(std::span<const std::int64_t>(lo.data(), global.rank()),
                     std::span<const std::int64_t>(hi.data(), global.rank()));
