@@ -28,7 +28,7 @@
 #include <xdev/spmd/detail/copy.hpp>
 #include <xdev/spmd/mesh.hpp>
 #include <xdev/spmd/partition_spec.hpp>
-#include <xdev/spmd/sharded_array.hpp>
+#include <xdev/spmd/placement.hpp>
 #include <xdev/spmd/sharding.hpp>
 #include <xdev/spmd/virtual_device.hpp>
 
@@ -154,48 +154,48 @@ constexpr std::size_t sharding_sizes[] = {1 * MiB, 16 * MiB, 128 * MiB, 512 * Mi
 spmd::ShardedArray<float> replicate_then_slice(std::span<const float> src, const Shape& shape,
                                                const spmd::Sharding& sharding) {
   const spmd::Mesh& mesh = sharding.mesh();
-  const Shape local = sharding.shard_shape(shape);
   const spmd::IndexBox whole = spmd::detail::full_box(shape);
   std::vector<AnyArray<float>> full, shards;
   full.reserve(mesh.size());
   shards.reserve(mesh.size());
-  for (const auto& dev : mesh.devices()) {
-    full.push_back(xdev::empty<float>(dev, shape));
-    shards.push_back(xdev::empty<float>(dev, local));
+  for (std::size_t i = 0; i < mesh.size(); ++i) {
+    full.push_back(xdev::empty<float>(mesh.device(i), shape));
+    shards.push_back(xdev::empty<float>(mesh.device(i), sharding.shard_shape(shape, i)));
   }
-  spmd::detail::submit_and_wait([&](std::vector<std::future<void>>& pending) {
-    for (std::size_t i = 0; i < mesh.size(); ++i) {
-      const AnyDevice& dev = mesh.device(i);
-      pending.push_back(dev.copy_to_device(src, full[i]));
-      const spmd::IndexBox box = sharding.shard_box(shape, i);
-      std::vector<spmd::detail::CopyRegion> regions;
-      spmd::detail::for_each_run(box, whole, box, [&](std::size_t s, std::size_t d, std::size_t n) {
-        regions.push_back({dev, full[i].buffer().native_handle(), s * sizeof(float), dev,
-                           shards[i].buffer().native_handle(), d * sizeof(float), n * sizeof(float)});
-      });
-      // On the same default stream as the copy above, so it starts once the copy is complete.
-      pending.push_back(spmd::detail::submit_copies(dev, std::move(regions)));
-    }
-  });
+  std::vector<xdev::Future<void>> pending;
+  for (std::size_t i = 0; i < mesh.size(); ++i) {
+    const AnyDevice& dev = mesh.device(i);
+    pending.push_back(dev.copy_to_device(src, full[i]));
+    const spmd::IndexBox box = sharding.shard_box(shape, i);
+    std::vector<spmd::detail::CopyRegion> regions;
+    spmd::detail::for_each_run(box, whole, box, [&](std::size_t s, std::size_t d, std::size_t n) {
+      regions.push_back({dev, full[i].buffer().native_handle(), s * sizeof(float), dev,
+                         shards[i].buffer().native_handle(), d * sizeof(float), n * sizeof(float)});
+    });
+    // On the same default stream as the copy above, so it starts once the copy is complete.
+    pending.push_back(spmd::detail::submit_copies(dev, std::move(regions)));
+  }
+  for (auto& f : pending) f.get();
   return spmd::ShardedArray<float>(shape, sharding, std::move(shards));
 }
 
 // Every side reads the same host block, the array placed on the virtual device (through
 // `host` for the sides that take a span), so that none finds it in a cache the others did not
-// warm: at 1 and 16 MiB it fits in the last-level cache.
+// warm: at 1 and 16 MiB it fits in the last-level cache. `uneven` drops one row, so that the
+// rows do not divide over the devices and the last shard is one row shorter.
 struct ShardingData {
-  explicit ShardingData(std::size_t bytes)
+  ShardingData(std::size_t bytes, bool uneven)
       : mesh(host_devices(mesh_devices), "data"),
-        shape{static_cast<std::int64_t>(bytes / (columns * sizeof(float))), columns},
+        shape{static_cast<std::int64_t>(bytes / (columns * sizeof(float))) - (uneven ? 1 : 0), columns},
         sharding(mesh, {"data", spmd::replicated}),
         vd(mesh),
         placed(vd.empty<float>(shape)),
-        host(spmd::VirtualDevice::host_data(placed), bytes / sizeof(float)),
-        memcpy_dst(bytes / sizeof(float), 0.0f) {
+        host(spmd::VirtualDevice::host_data(placed), static_cast<std::size_t>(shape.numel())),
+        memcpy_dst(host.size(), 0.0f) {
     std::fill(host.begin(), host.end(), 1.0f);
     // Every side once: page faults and first allocations land here, not in a measurement.
-    (void)spmd::mark_sharding(std::span<const float>(host), shape, sharding);
-    (void)spmd::mark_sharding(placed, vd.sharding(sharding.spec()));
+    (void)spmd::mark_sharding(std::span<const float>(host), shape, sharding).get();
+    (void)spmd::mark_sharding(placed, vd.sharding(sharding.spec())).get();
     (void)replicate_then_slice(host, shape, sharding);
   }
   spmd::Mesh mesh;
@@ -208,20 +208,21 @@ struct ShardingData {
 };
 
 // Sides alternate every call (at 1 MiB, about 25-300 us each).
-void bench_mark_sharding(benchmark::State& st) {
-  const auto bytes = static_cast<std::size_t>(st.range(0));
-  auto& f = fixture<ShardingData>("mark_sharding/" + std::to_string(bytes),
-                                  [&] { return std::make_shared<ShardingData>(bytes); });
+void bench_mark_sharding(benchmark::State& st, bool uneven) {
+  auto& f = fixture<ShardingData>(
+      (uneven ? "mark_sharding_uneven/" : "mark_sharding/") + std::to_string(st.range(0)),
+      [&] { return std::make_shared<ShardingData>(static_cast<std::size_t>(st.range(0)), uneven); });
+  const std::size_t bytes = f.host.size_bytes();  // the array's size: one row less when uneven
   const spmd::Sharding vd_sharding = f.vd.sharding(f.sharding.spec());
   const std::vector<AnyDevice>& devices = f.mesh.devices();
 
   Moved by_span, by_vd, by_naive;
   auto from_span = [&](std::int64_t calls) {
     for (std::int64_t i = 0; i < calls; ++i)
-      (void)spmd::mark_sharding(std::span<const float>(f.host), f.shape, f.sharding);
+      (void)spmd::mark_sharding(std::span<const float>(f.host), f.shape, f.sharding).get();
   };
   auto from_vd = [&](std::int64_t calls) {
-    for (std::int64_t i = 0; i < calls; ++i) (void)spmd::mark_sharding(f.placed, vd_sharding);
+    for (std::int64_t i = 0; i < calls; ++i) (void)spmd::mark_sharding(f.placed, vd_sharding).get();
   };
   auto naive = [&](std::int64_t calls) {
     for (std::int64_t i = 0; i < calls; ++i) (void)replicate_then_slice(f.host, f.shape, f.sharding);
@@ -253,6 +254,7 @@ void bench_mark_sharding(benchmark::State& st) {
   auto exact = [&](const Moved& m, std::size_t from_host, std::size_t within) {
     return m.from_host == calls * from_host && m.from_peer == 0 && m.within == calls * within;
   };
+  // Uneven shards are not padded: still exactly the array's bytes.
   if (!exact(by_span, bytes, 0) || !exact(by_vd, bytes, 0))
     st.SkipWithError("mark_sharding did not move exactly the array's bytes from the host (see *_moved)");
   else if (!exact(by_naive, devs * bytes, bytes))
@@ -428,7 +430,18 @@ void register_one(const std::string& name, std::function<void(benchmark::State&)
 
 [[maybe_unused]] const int registered = [] {
   for (const std::size_t n : sharding_sizes) {
-    register_one("mark_sharding", bench_mark_sharding, n);
+    register_one(
+        "mark_sharding", [](benchmark::State& st) { bench_mark_sharding(st, false); }, n);
+    if (n <= 16 * MiB) {
+      register_one(
+          "mark_sharding_uneven", [](benchmark::State& st) { bench_mark_sharding(st, true); }, n);
+      xdev_bench::add_ratio(
+          {.label = "mark_sharding " + size_label(n) + " less a row (uneven shards) time " + "mark_sharding/memcpy",
+           .benchmark = "mark_sharding_uneven/" + std::to_string(n),
+           .subject = "mark_sharding",
+           .baseline = "memcpy",
+           .unit = "array"});
+    }
     const std::string bench = "mark_sharding/" + std::to_string(n);
     const std::string what = "mark_sharding " + size_label(n) + " time ";
     xdev_bench::add_ratio({.label = what + "mark_sharding/memcpy",

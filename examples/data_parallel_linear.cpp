@@ -6,7 +6,8 @@
 // The mesh is every device of the selected backend (XDEV_DEVICE; HOST by default, with 4 host
 // devices unless XDEV_HOST_DEVICES says otherwise), or its first --devices N. Each step:
 //   1. the global batch is placed on the SPMD virtual device (host memory: nothing moves yet);
-//   2. mark_sharding sends every device its own rows of the batch, and only those;
+//   2. mark_sharding sends every device its own rows of the batch, and only those (the next
+//      step's batch is placed while this step computes: mark_sharding is asynchronous);
 //   3. every device computes its gradient with the portable ops (gemm, axpy, dot);
 //   4. all_reduce(mean) averages the gradients over the mesh axis "data";
 //   5. every device applies the same SGD update to its own copy of the parameters.
@@ -184,7 +185,7 @@ int train(const Options& opt, [[maybe_unused]] dist::Session* session) {
 
   // Parameters: zeros, replicated on every device.
   std::vector<float> w0(static_cast<std::size_t>(features * outputs), 0.0f);
-  auto w = spmd::mark_sharding(vd.place(std::span<const float>(w0), {features, outputs}), vd.sharding({}));
+  auto w = spmd::mark_sharding(vd.place(std::span<const float>(w0), {features, outputs}), vd.sharding({})).get();
 
   // Per-device work arrays.
   std::vector<AnyArray<float>> pred, grad;
@@ -195,15 +196,26 @@ int train(const Options& opt, [[maybe_unused]] dist::Session* session) {
 
   const auto batch_sharding = vd.sharding({"data", spmd::replicated});
   std::vector<float> hx, hy;
-  float first_loss = 0.0f, loss = 0.0f;
-  for (int step = 0; step < opt.steps; ++step) {
+  // Makes the next global batch and starts placing this process's rows of it: mark_sharding
+  // returns at once (a future), and the virtual device's copy it reads is handed over to it, so
+  // the host buffers can be reused for the batch after.
+  struct Placing {
+    xdev::Future<spmd::ShardedArray<float>> x, y;
+  };
+  auto place_next_batch = [&] {
     make_batch(rng, teacher, batch, hx, hy);  // the global batch; this process's rows from `first`
     const auto xs = std::span<const float>(hx).subspan(static_cast<std::size_t>(first * features),
                                                        static_cast<std::size_t>(rows * features));
     const auto ys = std::span<const float>(hy).subspan(static_cast<std::size_t>(first * outputs),
                                                        static_cast<std::size_t>(rows * outputs));
-    auto x = spmd::mark_sharding(vd.place(xs, {rows, features}), batch_sharding);
-    auto y = spmd::mark_sharding(vd.place(ys, {rows, outputs}), batch_sharding);
+    return Placing{spmd::mark_sharding(vd.place(xs, {rows, features}), batch_sharding),
+                   spmd::mark_sharding(vd.place(ys, {rows, outputs}), batch_sharding)};
+  };
+  float first_loss = 0.0f, loss = 0.0f;
+  Placing next = place_next_batch();
+  for (int step = 0; step < opt.steps; ++step) {
+    auto x = next.x.get();
+    auto y = next.y.get();
 
     std::vector<std::future<float>> losses;
     for (std::size_t i = 0; i < n; ++i) {
@@ -215,6 +227,9 @@ int train(const Options& opt, [[maybe_unused]] dist::Session* session) {
       xdev::ops::gemm(dev, x.shard(i), pred[i], grad[i],
                       {.trans_a = true, .alpha = 2.0f / static_cast<float>(rows_per_device * outputs)});
     }
+    // The next step's batch is made and travels while the devices compute this step (its
+    // transfers queue behind this step's ops on each device).
+    if (step + 1 < opt.steps) next = place_next_batch();
 #ifdef XDEV_DEMO_WITH_MPI
     if (global)  // the mean over every device of every process
       dist::all_reduce(*global, std::span<AnyArray<float>>(grad), spmd::ReduceOp::mean).get();

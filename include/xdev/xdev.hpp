@@ -85,6 +85,7 @@
 #include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 #include <xdev/spmd/partition_spec.hpp>
+#include <xdev/spmd/placement.hpp>
 #include <xdev/spmd/sharded_array.hpp>
 #include <xdev/spmd/sharding.hpp>
 #include <xdev/spmd/virtual_device.hpp>

@@ -13,7 +13,7 @@
 #include <xdev/plugin/loader.hpp>
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/mesh.hpp>
-#include <xdev/spmd/sharded_array.hpp>
+#include <xdev/spmd/placement.hpp>
 #include <xdev/spmd/virtual_device.hpp>
 
 #include <gtest/gtest.h>
@@ -231,9 +231,9 @@ TEST_F(AllocationFailureOnAMesh, AShardedTransferAndBack) {
   std::iota(global.begin(), global.end(), 0.0f);
   const long n = fail_each_allocation("a sharded transfer", [&] {
     auto x = vd.place(std::span<const float>(global), {16, 4});
-    auto xs = spmd::mark_sharding(x, vd.sharding({"data", spmd::replicated}));
+    auto xs = spmd::mark_sharding(x, vd.sharding({"data", spmd::replicated})).get();
     std::vector<float> back(64);
-    spmd::to_host(xs, std::span<float>(back));
+    spmd::to_host(xs, std::span<float>(back)).get();
     EXPECT_EQ(back, global);
   });
   EXPECT_GT(n, 10);

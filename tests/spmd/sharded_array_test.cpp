@@ -2,7 +2,7 @@
 // (per-device transfer statistics), all-or-nothing failure, and contents.
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
-#include <xdev/spmd/sharded_array.hpp>
+#include <xdev/spmd/placement.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -115,7 +115,7 @@ TEST_F(ShardedArrayTest, TiledShardingMovesExactlyTheArraySizeOnceEachShardToIts
   auto x = vd.place(std::span<const float>(global), shape);
   TransferDelta delta(mesh);
   const auto s = vd.sharding({"data", replicated});
-  auto xs = xdev::spmd::mark_sharding(x, s);
+  auto xs = xdev::spmd::mark_sharding(x, s).get();
   EXPECT_EQ(delta.total_from_host(mesh), 48 * sizeof(float));
   for (std::size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(delta.from_host(mesh, i), 12 * sizeof(float)) << "device " << i;
@@ -133,17 +133,17 @@ TEST_F(ShardedArrayTest, ColumnShardsArePackedOnTheHostAndStillMoveOnlyTheirByte
   auto global = iota_floats(24);
   TransferDelta delta(mesh);
   const Sharding s(mesh, {replicated, "data"});
-  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, s);
+  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, s).get();
   EXPECT_EQ(delta.total_from_host(mesh), 24 * sizeof(float));
   for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(read_shard(xs.shard(i)), expected_shard(global, shape, s, i));
-  EXPECT_EQ(xdev::spmd::to_host(xs), global);
+  EXPECT_EQ(xdev::spmd::to_host(xs).get(), global);
 }
 
 TEST_F(ShardedArrayTest, FullyReplicatedShardingMovesTheArrayOncePerDevice) {
   auto global = iota_floats(40);
   auto x = vd.place(std::span<const float>(global), {5, 8});
   TransferDelta delta(mesh);
-  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({}));
+  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({})).get();
   EXPECT_EQ(delta.total_from_host(mesh), 4 * 40 * sizeof(float));
   for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(read_shard(xs.shard(i)), global);
 }
@@ -155,10 +155,10 @@ TEST_F(ShardedArrayTest, TwoDimensionalMeshShardings) {
                            PartitionSpec{replicated, {"y", "x"}}}) {
     const Sharding s(mesh2d, spec);
     TransferDelta delta(mesh2d);
-    auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, s);
+    auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, s).get();
     EXPECT_EQ(delta.total_from_host(mesh2d), s.replication_factor() * 32 * sizeof(float)) << s;
     for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(read_shard(xs.shard(i)), expected_shard(global, shape, s, i)) << s;
-    EXPECT_EQ(xdev::spmd::to_host(xs), global) << s;
+    EXPECT_EQ(xdev::spmd::to_host(xs).get(), global) << s;
   }
 }
 
@@ -167,15 +167,15 @@ TEST_F(ShardedArrayTest, NothingMovesBeforeMarkSharding) {
   TransferDelta delta(mesh);
   auto x = vd.place(std::span<const float>(global), {16});
   EXPECT_EQ(delta.total_from_host(mesh), 0u);
-  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data"}));
+  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data"})).get();
   EXPECT_EQ(delta.total_from_host(mesh), 16 * sizeof(float));
 }
 
 TEST_F(ShardedArrayTest, MarkShardingWaitsForWorkOnTheVirtualDevice) {
   auto x = vd.empty<float>({1024});
   xdev::ops::fill(vd.device(), x, 3.0f);  // not waited for here
-  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data"}));
-  EXPECT_THAT(xdev::spmd::to_host(xs), ::testing::Each(3.0f));
+  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data"})).get();
+  EXPECT_THAT(xdev::spmd::to_host(xs).get(), ::testing::Each(3.0f));
 }
 
 // The bytes that change owner between two tilings, counted element by element.
@@ -201,37 +201,37 @@ TEST_F(ShardedArrayTest, ReshardMovesOnlyTheBytesThatChangeOwnerDeviceToDevice) 
   auto global = iota_floats(64);
   const Sharding rows(mesh, {"data", replicated});
   const Sharding cols(mesh, {replicated, "data"});
-  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, rows);
+  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, rows).get();
   TransferDelta delta(mesh);
-  auto ys = xdev::spmd::reshard(xs, cols);
+  auto ys = xdev::spmd::reshard(xs, cols).get();
   EXPECT_EQ(delta.total_from_host(mesh), 0u);
   EXPECT_EQ(delta.total_from_peer(mesh), bytes_changing_owner(shape, rows, cols));
   EXPECT_EQ(delta.total_from_peer(mesh), 48 * sizeof(float));  // each device keeps its 2x2 diagonal block
   for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(read_shard(ys.shard(i)), expected_shard(global, shape, cols, i));
-  EXPECT_EQ(xdev::spmd::to_host(ys), global);
-  EXPECT_EQ(xdev::spmd::to_host(xs), global);  // the source is unchanged
+  EXPECT_EQ(xdev::spmd::to_host(ys).get(), global);
+  EXPECT_EQ(xdev::spmd::to_host(xs).get(), global);  // the source is unchanged
 }
 
 TEST_F(ShardedArrayTest, ReshardToTheSameOrALessSplitShardingMovesWhatIsMissingOnly) {
   const Shape shape{8, 4};
   auto global = iota_floats(32);
   const Sharding rows(mesh, {"data"});
-  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, rows);
+  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, rows).get();
   {
     TransferDelta delta(mesh);
-    auto same = xdev::spmd::reshard(xs, rows);
+    auto same = xdev::spmd::reshard(xs, rows).get();
     EXPECT_EQ(delta.total_from_peer(mesh), 0u);
-    EXPECT_EQ(xdev::spmd::to_host(same), global);
+    EXPECT_EQ(xdev::spmd::to_host(same).get(), global);
   }
   {
     TransferDelta delta(mesh);
-    auto all = xdev::spmd::reshard(xs, Sharding(mesh, {}));
+    auto all = xdev::spmd::reshard(xs, Sharding(mesh, {})).get();
     EXPECT_EQ(delta.total_from_peer(mesh), 4 * 24 * sizeof(float));  // every device lacks 3 of 4 row blocks
     for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(read_shard(all.shard(i)), global);
     TransferDelta back(mesh);
-    auto tiled = xdev::spmd::reshard(all, rows);  // every device already holds its part
+    auto tiled = xdev::spmd::reshard(all, rows).get();  // every device already holds its part
     EXPECT_EQ(back.total_from_peer(mesh), 0u);
-    EXPECT_EQ(xdev::spmd::to_host(tiled), global);
+    EXPECT_EQ(xdev::spmd::to_host(tiled).get(), global);
   }
 }
 
@@ -240,25 +240,25 @@ TEST_F(ShardedArrayTest, ReshardOntoAMeshOfAnotherRuntimeGoesThroughTheHost) {
   Mesh mesh_other(devices_of(other), "data");
   const Shape shape{4, 4};
   auto global = iota_floats(16);
-  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, Sharding(mesh, {"data"}));
-  auto ys = xdev::spmd::reshard(xs, Sharding(mesh_other, {replicated, "data"}));
+  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, Sharding(mesh, {"data"})).get();
+  auto ys = xdev::spmd::reshard(xs, Sharding(mesh_other, {replicated, "data"})).get();
   EXPECT_EQ(ys.mesh(), mesh_other);
-  EXPECT_EQ(xdev::spmd::to_host(ys), global);
+  EXPECT_EQ(xdev::spmd::to_host(ys).get(), global);
 }
 
 TEST_F(ShardedArrayTest, ValidationErrorsNameTheProblem) {
   auto global = iota_floats(10);
   auto x = vd.place(std::span<const float>(global), {10});
   try {
-    (void)xdev::spmd::mark_sharding(x, vd.sharding({"data"}));
-    FAIL() << "10 rows do not split over 4 devices";
+    (void)xdev::spmd::mark_sharding(x, vd.sharding({"data", replicated})).get();
+    FAIL() << "a spec of two dimensions for an array of one";
   } catch (const xdev::error& e) {
     EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
-    EXPECT_THAT(e.what(), ::testing::HasSubstr("10"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("the array [10] has rank 1"));
   }
   auto on_device = xdev::empty<float>(mesh.device(0), {8});
   try {
-    (void)xdev::spmd::mark_sharding(on_device, vd.sharding({"data"}));
+    (void)xdev::spmd::mark_sharding(on_device, vd.sharding({"data"})).get();
     FAIL() << "not on a virtual device";
   } catch (const xdev::error& e) {
     EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
@@ -274,6 +274,114 @@ TEST_F(ShardedArrayTest, ValidationErrorsNameTheProblem) {
   } catch (const xdev::error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("shard 0 is on HOST:3"));
   }
+  std::vector<xdev::AnyArray<float>> even;  // 10 rows give 3, 3, 3, 1: not four shards of 3
+  for (std::size_t i = 0; i < 4; ++i) even.push_back(xdev::empty<float>(mesh.device(i), {3}));
+  try {
+    xdev::spmd::ShardedArray<float> bad({10}, Sharding(mesh, {"data"}), std::move(even));
+    FAIL() << "the last shard of 10 rows over 4 devices has 1 row";
+  } catch (const xdev::error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("shard 3 on HOST:3 has shape [3]"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("the block [9:10] of [10], of shape [1]"));
+  }
+  const xdev::spmd::ShardedArray<float> none;  // default-constructed: empty, and every operation says so
+  EXPECT_FALSE(none.valid());
+  EXPECT_THROW((void)xdev::spmd::all_gather(none, "data").get(), xdev::error);
+  EXPECT_THROW((void)xdev::spmd::reshard(none, Sharding(mesh, {"data"})).get(), xdev::error);
+  EXPECT_THROW((void)xdev::spmd::to_host(none).get(), xdev::error);
+  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data"})).get();
+  try {
+    (void)xdev::spmd::all_gather(xs, "model").get();
+    FAIL() << "the mesh has no axis 'model'";
+  } catch (const xdev::error& e) {
+    EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("has no axis 'model'"));
+  }
+}
+
+// ---- uneven shards: the last shards along a dimension that does not divide are shorter ----------
+
+TEST_F(ShardedArrayTest, UnevenRowsPlaceExactlyTheArraysBytesAndComeBackWhole) {
+  const Shape shape{10, 3};  // 3, 3, 3, 1 rows
+  auto global = iota_floats(30);
+  auto x = vd.place(std::span<const float>(global), shape);
+  TransferDelta delta(mesh);
+  const auto s = vd.sharding({"data", replicated});
+  auto xs = xdev::spmd::mark_sharding(x, s).get();
+  EXPECT_EQ(delta.total_from_host(mesh), 30 * sizeof(float)) << "nothing padded, nothing twice";
+  const std::int64_t rows[] = {3, 3, 3, 1};
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(xs.shard(i).shape(), (Shape{rows[i], 3})) << i;
+    EXPECT_EQ(delta.from_host(mesh, i), static_cast<std::size_t>(rows[i]) * 3 * sizeof(float)) << i;
+    EXPECT_EQ(read_shard(xs.shard(i)), expected_shard(global, shape, s, i)) << i;
+  }
+  EXPECT_EQ(xs.shape(), shape);
+  EXPECT_EQ(xdev::spmd::to_host(xs).get(), global);
+}
+
+TEST_F(ShardedArrayTest, ShardsPastTheEndAreEmptyAndEveryOperationSkipsThem) {
+  const Shape shape{5, 2};  // 2, 2, 1, 0 rows
+  auto global = iota_floats(10);
+  TransferDelta delta(mesh);
+  const Sharding s(mesh, {"data"});
+  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, s).get();
+  EXPECT_EQ(delta.total_from_host(mesh), 10 * sizeof(float));
+  EXPECT_EQ(xs.shard(3).shape(), (Shape{0, 2}));
+  EXPECT_EQ(xs.shard(3).size(), 0u);
+  EXPECT_EQ(mesh.device(3).memory_stats().bytes_in_use, 0u);
+  EXPECT_EQ(xdev::spmd::to_host(xs).get(), global);
+  auto empty = xdev::spmd::empty<float>(s, shape);
+  EXPECT_EQ(empty.shard(2).shape(), (Shape{1, 2}));
+
+  // Rows to columns and back: every element still lands once.
+  const Sharding cols(mesh, {replicated, "data"});  // 2 columns over 4: 1, 1, 0, 0
+  TransferDelta moved(mesh);
+  auto ys = xdev::spmd::reshard(xs, cols).get();
+  EXPECT_EQ(moved.total_from_peer(mesh), bytes_changing_owner(shape, s, cols));
+  EXPECT_EQ(ys.shard(2).size(), 0u);
+  EXPECT_EQ(ys.shard(1).shape(), (Shape{5, 1}));
+  EXPECT_EQ(xdev::spmd::to_host(ys).get(), global);
+  EXPECT_EQ(xdev::spmd::to_host(xdev::spmd::reshard(ys, s).get()).get(), global);
+}
+
+TEST_F(ShardedArrayTest, UnevenShardingsOnATwoDimensionalMeshRoundTrip) {
+  const Shape shape{5, 7};
+  auto global = iota_floats(35);
+  for (const auto& spec : {PartitionSpec{"x", "y"}, PartitionSpec{{"x", "y"}}, PartitionSpec{replicated, {"y", "x"}},
+                           PartitionSpec{"y", replicated}}) {
+    const Sharding s(mesh2d, spec);
+    TransferDelta delta(mesh2d);
+    auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, s).get();
+    EXPECT_EQ(delta.total_from_host(mesh2d), s.replication_factor() * 35 * sizeof(float)) << s;
+    for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(read_shard(xs.shard(i)), expected_shard(global, shape, s, i)) << s;
+    EXPECT_EQ(xdev::spmd::to_host(xs).get(), global) << s;
+    for (const auto& to : {PartitionSpec{"y", "x"}, PartitionSpec{}, PartitionSpec{replicated, "x"}}) {
+      auto ys = xdev::spmd::reshard(xs, Sharding(mesh2d, to)).get();
+      EXPECT_EQ(xdev::spmd::to_host(ys).get(), global) << s << " to " << to;
+    }
+  }
+}
+
+TEST_F(ShardedArrayTest, AllGatherOfAShardedArrayMakesTheGatheredAxesWholeMovingOnlyWhatIsMissing) {
+  const Shape shape{10, 3};
+  auto global = iota_floats(30);
+  const Sharding rows(mesh, {"data"});
+  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), shape, rows).get();
+  TransferDelta delta(mesh);
+  auto whole = xdev::spmd::all_gather(xs, "data").get();
+  EXPECT_EQ(whole.sharding(), Sharding(mesh, PartitionSpec{replicated}));
+  // Each device lacks what the other three hold: 30 elements minus its own shard.
+  EXPECT_EQ(delta.total_from_peer(mesh), (4 * 30 - 30) * sizeof(float));
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(read_shard(whole.shard(i)), global) << i;
+
+  // Over one axis of two: ("x", "y") on [5, 7] gathered over "y" keeps the rows split over "x".
+  auto g2 =
+      xdev::spmd::mark_sharding(std::span<const float>(global.data(), 30), Shape{5, 6}, Sharding(mesh2d, {"x", "y"}))
+          .get();
+  auto by_x = xdev::spmd::all_gather(g2, {"y"}).get();
+  EXPECT_EQ(by_x.sharding().spec(), (PartitionSpec{"x", replicated}));
+  EXPECT_EQ(by_x.shard(1).shape(), (Shape{3, 6}));
+  EXPECT_EQ(by_x.shard(3).shape(), (Shape{2, 6}));
+  EXPECT_EQ(xdev::spmd::to_host(by_x).get(), std::vector<float>(global.begin(), global.begin() + 30));
 }
 
 // A host backend whose host→device copies fail on one chosen device: a transfer failure in the
@@ -308,7 +416,7 @@ TEST(ShardedArrayFailure, OneFailedShardTransferFailsTheWholeOperationAndFreesEv
   for (const auto& d : mesh.devices()) baseline.push_back(d.memory_stats().bytes_in_use);
   FlakyHost::failing_device = 2;
   try {
-    (void)xdev::spmd::mark_sharding(std::span<const float>(global), {4096}, Sharding(mesh, {"data"}));
+    (void)xdev::spmd::mark_sharding(std::span<const float>(global), {4096}, Sharding(mesh, {"data"})).get();
     FAIL() << "the transfer to FLAKY:2 fails";
   } catch (const xdev::error& e) {
     EXPECT_EQ(e.code(), xdev::errc::unavailable);
@@ -317,8 +425,8 @@ TEST(ShardedArrayFailure, OneFailedShardTransferFailsTheWholeOperationAndFreesEv
   for (std::size_t i = 0; i < mesh.size(); ++i)
     EXPECT_EQ(mesh.device(i).memory_stats().bytes_in_use, baseline[i]) << mesh.device(i);
   FlakyHost::failing_device = std::size_t(-1);
-  auto ok = xdev::spmd::mark_sharding(std::span<const float>(global), {4096}, Sharding(mesh, {"data"}));
-  EXPECT_EQ(xdev::spmd::to_host(ok), global);
+  auto ok = xdev::spmd::mark_sharding(std::span<const float>(global), {4096}, Sharding(mesh, {"data"})).get();
+  EXPECT_EQ(xdev::spmd::to_host(ok).get(), global);
 }
 
 TEST(ShardedArrayFailure, AnAllocationThatFailsFreesTheShardsAlreadyMade) {
@@ -327,7 +435,7 @@ TEST(ShardedArrayFailure, AnAllocationThatFailsFreesTheShardsAlreadyMade) {
   mesh.device(3).set_memory_limit(100);
   auto global = iota_floats(1024);
   try {
-    (void)xdev::spmd::mark_sharding(std::span<const float>(global), {1024}, Sharding(mesh, {"data"}));
+    (void)xdev::spmd::mark_sharding(std::span<const float>(global), {1024}, Sharding(mesh, {"data"})).get();
     FAIL() << "HOST:3 cannot hold 1 KiB";
   } catch (const xdev::error& e) {
     EXPECT_EQ(e.code(), xdev::errc::out_of_memory);
@@ -343,17 +451,17 @@ TEST(ShardedArrayFailure, AFailedReshardFreesItsNewShardsAndLeavesTheSourceIntac
   Mesh mesh(flaky_devices(rt), "data");
   Mesh mesh_other(devices_of(other), "data");
   auto global = iota_floats(64);
-  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), {64}, Sharding(mesh, {"data"}));
+  auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), {64}, Sharding(mesh, {"data"})).get();
   // Back from the other runtime onto FLAKY goes through the host: FLAKY:1's host→device fails.
-  auto ys = xdev::spmd::reshard(xs, Sharding(mesh_other, {"data"}));
+  auto ys = xdev::spmd::reshard(xs, Sharding(mesh_other, {"data"})).get();
   std::vector<std::size_t> baseline;
   for (const auto& d : mesh.devices()) baseline.push_back(d.memory_stats().bytes_in_use);
   FlakyHost::failing_device = 1;
-  EXPECT_THROW((void)xdev::spmd::reshard(ys, Sharding(mesh, {})), xdev::error);
+  EXPECT_THROW((void)xdev::spmd::reshard(ys, Sharding(mesh, {})).get(), xdev::error);
   FlakyHost::failing_device = std::size_t(-1);
   for (std::size_t i = 0; i < mesh.size(); ++i) EXPECT_EQ(mesh.device(i).memory_stats().bytes_in_use, baseline[i]);
-  EXPECT_EQ(xdev::spmd::to_host(ys), global);
-  EXPECT_EQ(xdev::spmd::to_host(xs), global);
+  EXPECT_EQ(xdev::spmd::to_host(ys).get(), global);
+  EXPECT_EQ(xdev::spmd::to_host(xs).get(), global);
 }
 
 }  // namespace

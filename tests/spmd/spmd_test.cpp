@@ -106,9 +106,9 @@ TEST_F(SpmdTest, DataOnTheCurrentVirtualDeviceReachesTheMeshThroughMarkSharding)
   auto vd = xdev::spmd::virtual_device();
   std::vector<std::int32_t> host{1, 2, 3, 4, 5, 6};
   auto x = vd.place(std::span<const std::int32_t>(host), {6});
-  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data"}));
+  auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data"})).get();
   EXPECT_EQ(xs.shard(1).device(), devs[1]);
-  EXPECT_EQ(xdev::spmd::to_host(xs), host);
+  EXPECT_EQ(xdev::spmd::to_host(xs).get(), host);
 }
 
 TEST_F(SpmdTest, SynchronizingTheVirtualDeviceWaitsForTheWholeMeshAndRaisesItsErrors) {

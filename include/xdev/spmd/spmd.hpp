@@ -8,7 +8,7 @@
 ///     auto vd = xdev::spmd::virtual_device();
 ///
 /// This header reaches the plugin registry (through <xdev/any/accelerator.hpp>), so it costs what
-/// that costs to compile; the rest of the SPMD area (<xdev/spmd/sharded_array.hpp>,
+/// that costs to compile; the rest of the SPMD area (<xdev/spmd/placement.hpp>,
 /// <xdev/spmd/collectives.hpp>) does not need it.
 #pragma once
 
@@ -19,6 +19,7 @@
 #include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 #include <xdev/spmd/partition_spec.hpp>
+#include <xdev/spmd/placement.hpp>
 #include <xdev/spmd/sharded_array.hpp>
 #include <xdev/spmd/sharding.hpp>
 #include <xdev/spmd/virtual_device.hpp>

@@ -1,11 +1,11 @@
 /// \file
 /// `xdev::spmd::VirtualDevice`: one device that stands for a whole mesh. Data placed on it stays in
 /// host memory until `mark_sharding` says how it is split; then every shard travels straight to
-/// its own device (see <xdev/spmd/sharded_array.hpp> and docs/spmd.md).
+/// its own device (see <xdev/spmd/placement.hpp> and docs/spmd.md).
 ///
 ///     xdev::spmd::VirtualDevice vd(mesh);                       // "SPMD:0" over 4 devices
 ///     auto x = vd.place(std::span<const float>(host), {1024, 128});   // host memory, no transfer
-///     auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data", xdev::spmd::replicated}));
+///     auto xs = xdev::spmd::mark_sharding(x, vd.sharding({"data", xdev::spmd::replicated})).get();
 #pragma once
 
 #include <xdev/any/any_device.hpp>
