@@ -515,6 +515,41 @@ TEST(GlobalCollectives, BroadcastFromEveryGlobalDevice) {
   }
 }
 
+TEST(GlobalCollectives, ReduceLeavesTheResultOnTheRootDeviceOnly) {
+  for (bool host : {true, false})
+    for (auto op : {xdev::spmd::ReduceOp::sum, xdev::spmd::ReduceOp::mean, xdev::spmd::ReduceOp::max,
+                    xdev::spmd::ReduceOp::prod}) {
+      SCOPED_TRACE(::testing::Message() << (host ? "host memory" : "staged") << ", op " << static_cast<int>(op));
+      const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+      const std::size_t global = mesh.size();
+      // Integer-valued data: exact in any order (prod: small values).
+      auto value_of = [&](std::size_t g) {
+        std::vector<double> v = input_of<double>(g, 6, true);
+        if (op == xdev::spmd::ReduceOp::prod)
+          for (auto& x : v) x = static_cast<double>(static_cast<long>(x) % 3);
+        return v;
+      };
+      std::vector<double> expected = value_of(0);
+      for (std::size_t g = 1; g < global; ++g) {
+        const auto v = value_of(g);
+        for (std::size_t j = 0; j < expected.size(); ++j)
+          expected[j] = op == xdev::spmd::ReduceOp::max    ? std::max(expected[j], v[j])
+                        : op == xdev::spmd::ReduceOp::prod ? expected[j] * v[j]
+                                                           : expected[j] + v[j];
+      }
+      if (op == xdev::spmd::ReduceOp::mean)
+        for (auto& x : expected) x *= 1.0 / static_cast<double>(global);
+      for (std::size_t root = 0; root < global; ++root) {
+        auto arrays = local_arrays<double>(mesh, {2, 3}, value_of);
+        dist::reduce(mesh, std::span(arrays), op, static_cast<std::int64_t>(root)).get();
+        for (std::size_t i = 0; i < mesh.local_size(); ++i) {
+          const std::size_t g = mesh.global_index(i);
+          ASSERT_EQ(to_host(arrays[i]), g == root ? expected : value_of(g)) << "root " << root << ", device " << g;
+        }
+      }
+    }
+}
+
 TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   const dist::GlobalMesh mesh(*session, host_devices(1), "data");
   const auto& dev = mesh.local_mesh().device(0);
@@ -531,6 +566,8 @@ TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   EXPECT_THAT(e.what(), HasSubstr("root " + std::to_string(mesh.size()) + " is not a device of the mesh"));
   e = error_of([&] { (void)dist::broadcast(mesh, std::span(in), 0, std::chrono::milliseconds(0)); });
   EXPECT_THAT(e.what(), HasSubstr("the timeout must be > 0"));
+  e = error_of([&] { (void)dist::reduce(mesh, std::span(in), xdev::spmd::ReduceOp::sum, -1); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::reduce: root -1 is not a device of the mesh"));
   auto ints = just(xdev::empty<std::int32_t>(dev, {static_cast<std::int64_t>(mesh.size())}));
   auto int_out = just(xdev::empty<std::int32_t>(dev, {1}));
   e = error_of([&] {
@@ -569,6 +606,10 @@ TEST(GlobalCollectives, MismatchesAcrossRanksFailOnEveryRank) {
   });
   EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
   EXPECT_THAT(e.what(), AllOf(HasSubstr("MPI_SUM"), HasSubstr("rank 1 has"), HasSubstr("MPI_MAX")));
+  // Different reduce roots.
+  e = error_of([&] { dist::reduce(mesh, std::span(rs_out), xdev::spmd::ReduceOp::sum, rank() == 1 ? 1 : 0).get(); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("to rank 0"), HasSubstr("rank 1 has"), HasSubstr("to rank 1")));
   EXPECT_FALSE(session->failed());
 }
 
@@ -591,6 +632,12 @@ TEST(SessionCollectives, AllGatherReduceScatterAndBroadcastOfHostMemory) {
   const std::size_t first = static_cast<std::size_t>(rank()) * (rank() + 1) / 2;
   for (std::size_t j = 0; j < out.size(); ++j) EXPECT_EQ(out[j], static_cast<double>(n * (first + j)));
 
+  // reduce to the last rank: the others keep their data.
+  std::vector<std::int64_t> counts(3, static_cast<std::int64_t>(rank()) + 1);
+  session->reduce(std::span(counts), MPI_SUM, static_cast<std::uint32_t>(n - 1));
+  EXPECT_EQ(counts, std::vector<std::int64_t>(3, rank() + 1 == n ? static_cast<std::int64_t>(n * (n + 1) / 2)
+                                                                 : static_cast<std::int64_t>(rank()) + 1));
+
   // broadcast from the last rank.
   std::vector<float> values(5, static_cast<float>(rank()));
   session->broadcast(std::span(values), static_cast<std::uint32_t>(n - 1));
@@ -607,6 +654,8 @@ TEST(SessionCollectives, AllGatherReduceScatterAndBroadcastOfHostMemory) {
                                   std::to_string(in.size())));
   e = error_of([&] { session->broadcast(std::span(values), static_cast<std::uint32_t>(n)); });
   EXPECT_THAT(e.what(), HasSubstr("root " + std::to_string(n) + " is not a rank of the job"));
+  e = error_of([&] { session->reduce(std::span(counts), MPI_MAX, static_cast<std::uint32_t>(n)); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::reduce: root " + std::to_string(n) + " is not a rank of the job"));
   EXPECT_FALSE(session->failed());
 }
 

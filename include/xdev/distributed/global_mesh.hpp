@@ -1,7 +1,7 @@
 /// \file
 /// `xdev::distributed::GlobalMesh`: a one-axis mesh of devices spanning the processes of an MPI
 /// job, and the collectives of device arrays across it (`all_reduce`, `all_gather`,
-/// `reduce_scatter`, `broadcast`). Link `xdev::mpi`. See docs/distributed.md.
+/// `reduce_scatter`, `broadcast`, `reduce`). Link `xdev::mpi`. See docs/distributed.md.
 ///
 ///     xdev::distributed::Session session = xdev::distributed::init();
 ///     xdev::distributed::GlobalMesh mesh(xdev::spmd::Mesh(xdev::accelerator::devices(), "data"));
@@ -344,6 +344,40 @@ auto broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::int64
       mesh.session(), arrays[0].device(),
       [mesh, arrays, r = static_cast<std::size_t>(root), deadline] {
         detail::run_broadcast(mesh, arrays, r, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, of the same shape on
+/// every rank) element-wise over every device of every rank with `op` into the array of global
+/// device `root` only; every other array, on every rank, keeps its values (`torch.distributed.
+/// reduce`). `mean` scales by 1 / `mesh.size()`. Stages: this rank's arrays combined on the host,
+/// `MPI_Ireduce` to the root's rank, the result to the root's device. Elements as `all_reduce`;
+/// asynchronous, ordered and with a deadline as `all_reduce`; `arrays` must stay alive until the
+/// completion.
+///
+///     dist::reduce(mesh, std::span(losses), xdev::spmd::ReduceOp::sum, 0).get();   // on device 0
+///
+/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
+///         that do not match the local mesh, a `root` outside [0, mesh.size()), a `mean` of
+///         integers, an unknown op, a timeout <= 0. Through the token: `errc::invalid_argument`
+///         on every rank when the shapes, ops or roots differ between ranks; otherwise as
+///         `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op, std::int64_t root,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "reduce";
+  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  if (root < 0 || static_cast<std::uint64_t>(root) >= mesh.size())
+    throw error(errc::invalid_argument, "distributed::reduce: root " + std::to_string(root) +
+                                            " is not a device of the mesh; it is a global device index in [0, " +
+                                            std::to_string(mesh.size()) + ")");
+  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), arrays[0].device(),
+      [mesh, arrays, plan, r = static_cast<std::size_t>(root), deadline] {
+        detail::run_reduce(mesh, arrays, plan, r, deadline);
       },
       std::forward<Token>(token));
 }

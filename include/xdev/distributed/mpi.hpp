@@ -276,6 +276,39 @@ class Session {
     engine_.drain_locked();
   }
 
+  /// Reduces `data` element-wise across the ranks with the predefined MPI operation `op` into rank
+  /// `root`'s `data` (`MPI_Ireduce`, polled to the deadline); the other ranks' `data` is left as
+  /// it was. Every rank must pass the same number of elements, `op` and `root`. Elements as
+  /// `all_reduce`.
+  /// \throws xdev::error `errc::invalid_argument` on every rank when the sizes, operations or roots
+  ///         differ (naming the ranks) or `root` is not a rank of the job; `errc::deadline_exceeded`
+  ///         / `errc::unavailable` as `barrier`.
+  template <class T>
+  void reduce(std::span<T> data, MPI_Op op, std::uint32_t root,
+              std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    const MPI_Datatype type = detail::mpi_datatype<T>();
+    auto lock = engine_.lock();
+    Op call = engine_.begin_locked(detail::Kind::reduce, timeout);
+    engine_.agree_locked(call, "reduce", data.size_bytes(),
+                         std::to_string(data.size()) + " elements of " + std::to_string(sizeof(T)) + " bytes, " +
+                             detail::mpi_op_name(op) + ", to rank " + std::to_string(root));
+    if (root >= world_size())
+      throw error(errc::invalid_argument, "distributed::reduce: root " + std::to_string(root) +
+                                              " is not a rank of the job of " + std::to_string(world_size()) +
+                                              " processes");
+    const bool here = root == rank();
+    constexpr std::size_t chunk = (std::size_t{1} << 30) / sizeof(T);  // MPI counts are ints
+    for (std::size_t at = 0; at < data.size(); at += chunk) {
+      const auto count = static_cast<int>(std::min(chunk, data.size() - at));
+      MPI_Request req = MPI_REQUEST_NULL;
+      detail::mpi_check(MPI_Ireduce(here ? MPI_IN_PLACE : data.data() + at, here ? data.data() + at : nullptr, count,
+                                    type, op, static_cast<int>(root), engine_.communicator(), &req),
+                        "MPI_Ireduce");
+      engine_.wait_locked(call, req, "MPI_Ireduce");
+    }
+    engine_.drain_locked();
+  }
+
   /// Overwrites `data` on every rank with rank `root`'s (`MPI_Ibcast`, polled to the deadline).
   /// Every rank must pass the same number of elements and the same `root`.
   /// \throws xdev::error `errc::invalid_argument` on every rank when the sizes or roots differ

@@ -39,12 +39,13 @@ enum class Kind : int {
   all_reduce = 5,
   all_gather = 6,
   reduce_scatter = 7,
-  broadcast = 8
+  broadcast = 8,
+  reduce = 9
 };
-inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8};
-inline constexpr const char* kind_names[] = {"init",     "barrier",    "rendezvous", "broadcast_master_param",
-                                             "finalize", "all_reduce", "all_gather", "reduce_scatter",
-                                             "broadcast"};
+inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+inline constexpr const char* kind_names[] = {"init",      "barrier",    "rendezvous", "broadcast_master_param",
+                                             "finalize",  "all_reduce", "all_gather", "reduce_scatter",
+                                             "broadcast", "reduce"};
 static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a token for every Kind");
 inline const char* name_of(int kind) {
   return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";

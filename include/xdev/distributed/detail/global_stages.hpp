@@ -381,4 +381,29 @@ void run_broadcast(const M& mesh, std::span<AnyArray<T>> arrays, std::size_t roo
   fan_out(name, std::span<const T>(host, n), staged, arrays, staged && !here ? arrays.size() : local, deadline);
 }
 
+template <class T, class M>
+void run_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& plan, std::size_t root,
+                const Deadline& deadline) {
+  constexpr const char* name = "reduce";
+  const std::uint32_t root_rank = mesh.rank_of(root);
+  // 1. This rank's arrays combined on the host, in local order: no array but the root's is ever
+  // written.
+  const std::size_t n = arrays[0].size();
+  auto inputs = staging<T>(n * arrays.size());
+  copy_to_host(name, std::span<const AnyArray<T>>(arrays.data(), arrays.size()), inputs, deadline);
+  const std::span<T> acc(inputs.get(), n);
+  for (std::size_t i = 1; i < arrays.size(); ++i)
+    combine_on_host(plan.local_op, acc, std::span<const T>(inputs.get() + i * n, n));
+  // 2. Across the processes, into the root's rank.
+  mesh.session().reduce(acc, plan.mpi_op, root_rank, deadline.remaining());
+  if (root_rank != mesh.rank()) return;
+  // 3. On the root's rank, into the root's array.
+  finish_mean(plan, acc, mesh.size());
+  AnyArray<T>& target = arrays[root - mesh.first_index_of(root_rank)];
+  PendingWork copy(inputs);
+  target.device().copy_to_device(std::span<const T>(acc), target.buffer(),
+                                 copy.handler("the copy to " + target.device().name()));
+  copy.wait(name, deadline);
+}
+
 }  // namespace xdev::distributed::detail
