@@ -12,6 +12,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "spmd/placement_support.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -27,6 +29,10 @@
 
 namespace {
 
+using xdev_test::devices_of;
+using xdev_test::FlakyHost;
+using xdev_test::iota_floats;
+
 namespace asio = boost::asio;
 using xdev::AnyDevice;
 using xdev::Shape;
@@ -37,18 +43,6 @@ using xdev::spmd::Sharding;
 using xdev::spmd::VirtualDevice;
 using Host = xdev::backends::Host;
 using namespace std::chrono_literals;
-
-std::vector<AnyDevice> devices_of(xdev::Runtime<Host>& rt) {
-  std::vector<AnyDevice> out;
-  for (auto d : rt.devices()) out.emplace_back(d);
-  return out;
-}
-
-std::vector<float> iota_floats(std::size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 1.0f);
-  return v;
-}
 
 // Holds a device's default stream busy until `open()`: everything submitted to it after waits.
 class Gate {
@@ -192,28 +186,9 @@ TEST_F(Placement, AwaitableTokensInsideACoroutine) {
   EXPECT_EQ(f.get(), global);
 }
 
-// A host backend whose host→device copies fail on one chosen device.
-class FlakyHost : public Host {
- public:
-  static constexpr std::string_view name = "FLAKY";
-  static inline std::atomic<std::size_t> failing_device{std::size_t(-1)};
-  FlakyHost() : Host(Options{.devices = 4, .threads = 2}) {}
-  void copy_to_device(std::size_t device, const void* src, memory_handle dst, std::size_t off, std::size_t bytes,
-                      xdev::Completion done) {
-    if (device == failing_device.load()) {
-      done(std::make_exception_ptr(
-          xdev::error(xdev::errc::unavailable, "FLAKY:" + std::to_string(device) + " lost its link")));
-      return;
-    }
-    Host::copy_to_device(device, src, dst, off, bytes, std::move(done));
-  }
-};
-
 TEST(PlacementFailure, ATransferFailureReachesTheCallbackWithNoArrayAndEveryShardFreed) {
   xdev::Runtime<FlakyHost> rt;
-  std::vector<AnyDevice> devs;
-  for (auto d : rt.devices()) devs.emplace_back(d);
-  const Mesh mesh(devs, "data");
+  const Mesh mesh(devices_of(rt), "data");
   auto global = iota_floats(4096);
   FlakyHost::failing_device = 1;
   std::promise<std::pair<std::exception_ptr, bool>> got;

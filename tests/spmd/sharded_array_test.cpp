@@ -4,6 +4,8 @@
 #include <xdev/device/runtime.hpp>
 #include <xdev/spmd/placement.hpp>
 
+#include "spmd/placement_support.hpp"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +17,10 @@
 
 namespace {
 
+using xdev_test::devices_of;
+using xdev_test::FlakyHost;
+using xdev_test::iota_floats;
+
 using xdev::AnyDevice;
 using xdev::Shape;
 using xdev::spmd::Mesh;
@@ -23,18 +29,6 @@ using xdev::spmd::replicated;
 using xdev::spmd::Sharding;
 using xdev::spmd::VirtualDevice;
 using Host = xdev::backends::Host;
-
-std::vector<AnyDevice> devices_of(xdev::Runtime<Host>& rt) {
-  std::vector<AnyDevice> out;
-  for (auto d : rt.devices()) out.emplace_back(d);
-  return out;
-}
-
-std::vector<float> iota_floats(std::size_t n) {
-  std::vector<float> v(n);
-  std::iota(v.begin(), v.end(), 1.0f);
-  return v;
-}
 
 // Bytes each device has received from the host / from peers since `before`.
 struct TransferDelta {
@@ -384,33 +378,9 @@ TEST_F(ShardedArrayTest, AllGatherOfAShardedArrayMakesTheGatheredAxesWholeMoving
   EXPECT_EQ(xdev::spmd::to_host(by_x).get(), std::vector<float>(global.begin(), global.begin() + 30));
 }
 
-// A host backend whose host→device copies fail on one chosen device: a transfer failure in the
-// middle of a sharded operation.
-class FlakyHost : public Host {
- public:
-  static constexpr std::string_view name = "FLAKY";
-  static inline std::atomic<std::size_t> failing_device{std::size_t(-1)};
-  FlakyHost() : Host(Options{.devices = 4, .threads = 2}) {}
-  void copy_to_device(std::size_t device, const void* src, memory_handle dst, std::size_t off, std::size_t bytes,
-                      xdev::Completion done) {
-    if (device == failing_device.load()) {
-      done(std::make_exception_ptr(
-          xdev::error(xdev::errc::unavailable, "FLAKY:" + std::to_string(device) + " lost its link")));
-      return;
-    }
-    Host::copy_to_device(device, src, dst, off, bytes, std::move(done));
-  }
-};
-
-std::vector<AnyDevice> flaky_devices(xdev::Runtime<FlakyHost>& rt) {
-  std::vector<AnyDevice> out;
-  for (auto d : rt.devices()) out.emplace_back(d);
-  return out;
-}
-
 TEST(ShardedArrayFailure, OneFailedShardTransferFailsTheWholeOperationAndFreesEveryShard) {
   xdev::Runtime<FlakyHost> rt;
-  Mesh mesh(flaky_devices(rt), "data");
+  Mesh mesh(devices_of(rt), "data");
   auto global = iota_floats(4096);
   std::vector<std::size_t> baseline;
   for (const auto& d : mesh.devices()) baseline.push_back(d.memory_stats().bytes_in_use);
@@ -448,7 +418,7 @@ TEST(ShardedArrayFailure, AnAllocationThatFailsFreesTheShardsAlreadyMade) {
 TEST(ShardedArrayFailure, AFailedReshardFreesItsNewShardsAndLeavesTheSourceIntact) {
   xdev::Runtime<FlakyHost> rt;
   xdev::Runtime<Host> other({}, Host::Options{.devices = 2, .threads = 2});
-  Mesh mesh(flaky_devices(rt), "data");
+  Mesh mesh(devices_of(rt), "data");
   Mesh mesh_other(devices_of(other), "data");
   auto global = iota_floats(64);
   auto xs = xdev::spmd::mark_sharding(std::span<const float>(global), {64}, Sharding(mesh, {"data"})).get();

@@ -49,12 +49,44 @@ namespace xdev::spmd {
 
 namespace detail {
 
+// The steps every placement operation shares: once the work already submitted to some devices is
+// done, `Op::send()` submits its transfers (joined by `joined()`); when the last one completes,
+// `Op::finish(first error)` runs.
+template <class Op>
+struct PlacementSteps : std::enable_shared_from_this<Op> {
+  void start_after(std::span<const AnyDevice> wait_for) {
+    after_pending_work(wait_for, [self = this->shared_from_this()](std::exception_ptr ep) {
+      if (ep)
+        self->finish(std::move(ep));
+      else
+        self->send();
+    });
+  }
+  std::shared_ptr<Join> joined() {
+    return std::make_shared<Join>(
+        [self = this->shared_from_this()](std::exception_ptr ep) { self->finish(std::move(ep)); });
+  }
+};
+
+// Delivers a new sharded array, or the error after freeing its shards (all or nothing: every
+// transfer has completed, so freeing is safe).
+template <class T, class Handler>
+void deliver_array(Delivery<Handler>& deliver, std::exception_ptr ep, const Shape& shape, Sharding& sharding,
+                   std::vector<AnyArray<T>>& shards) {
+  if (ep) {
+    shards.clear();
+    deliver(std::move(ep), ShardedArray<T>{});
+  } else {
+    deliver(nullptr, ShardedArray<T>(shape, std::move(sharding), std::move(shards)));
+  }
+}
+
 // Sends the shards of the row-major host array `src` (of `shape`) to their devices, once the work
 // already submitted to `wait_for` is done: a shard that is one contiguous run of `src` goes
 // straight from it; any other is packed into a staging buffer first (a host copy), so each device
 // receives exactly its shard's bytes in one transfer. `keep` owns `src` when the caller gave it.
 template <class T, class Handler>
-struct Scatter : std::enable_shared_from_this<Scatter<T, Handler>> {
+struct Scatter : PlacementSteps<Scatter<T, Handler>> {
   Scatter(const T* s, Shape sh, Sharding sg, std::shared_ptr<void> k, Handler h)
       : src(s),
         shape(sh),
@@ -64,18 +96,8 @@ struct Scatter : std::enable_shared_from_this<Scatter<T, Handler>> {
         keep(std::move(k)),
         deliver(std::move(h), sharding.mesh().device(0).queue()) {}
 
-  void start(std::span<const AnyDevice> wait_for) {
-    after_pending_work(wait_for, [self = this->shared_from_this()](std::exception_ptr ep) {
-      if (ep)
-        self->finish(std::move(ep));
-      else
-        self->send();
-    });
-  }
-
   void send() {
-    auto join = std::make_shared<Join>(
-        [self = this->shared_from_this()](std::exception_ptr ep) { self->finish(std::move(ep)); });
+    auto join = this->joined();
     const IndexBox whole = full_box(shape);
     for (std::size_t i = 0; i < shards.size(); ++i) {
       const IndexBox box = sharding.shard_box(shape, i);
@@ -102,12 +124,7 @@ struct Scatter : std::enable_shared_from_this<Scatter<T, Handler>> {
   void finish(std::exception_ptr ep) {
     staging.clear();
     keep.reset();
-    if (ep) {
-      shards.clear();  // all or nothing: every transfer has completed, so freeing is safe
-      deliver(std::move(ep), ShardedArray<T>{});
-    } else {
-      deliver(nullptr, ShardedArray<T>(shape, std::move(sharding), std::move(shards)));
-    }
+    deliver_array(deliver, std::move(ep), shape, sharding, shards);
   }
 
   const T* src;
@@ -133,7 +150,7 @@ struct scatter_initiation {
   void operator()(Handler&& handler) const {
     auto op =
         std::make_shared<Scatter<T, std::decay_t<Handler>>>(src, shape, sharding, keep, std::forward<Handler>(handler));
-    initiate_placement([&] { op->start(wait_for); });
+    initiate_placement([&] { op->start_after(wait_for); });
   }
 };
 
@@ -148,7 +165,7 @@ auto scatter(const T* src, const Shape& shape, const Sharding& sharding, std::sh
 // Builds every new shard of `to` from the old shards of `from`, once the work already submitted
 // to the old shards' devices is done. The copy regions are worked out when the call is made.
 template <class T, class Handler>
-struct Reshard : std::enable_shared_from_this<Reshard<T, Handler>> {
+struct Reshard : PlacementSteps<Reshard<T, Handler>> {
   Reshard(const ShardedArray<T>& from, const Sharding& to, std::shared_ptr<void> k, Handler h)
       : shape(from.shape()),
         sharding(to),
@@ -190,18 +207,8 @@ struct Reshard : std::enable_shared_from_this<Reshard<T, Handler>> {
     }
   }
 
-  void start() {
-    after_pending_work(wait_for, [self = this->shared_from_this()](std::exception_ptr ep) {
-      if (ep)
-        self->finish(std::move(ep));
-      else
-        self->send();
-    });
-  }
-
   void send() {
-    auto join = std::make_shared<Join>(
-        [self = this->shared_from_this()](std::exception_ptr ep) { self->finish(std::move(ep)); });
+    auto join = this->joined();
     for (std::size_t j = 0; j < shards.size(); ++j) {
       if (regions[j].empty()) continue;
       if (!join->submit(
@@ -214,12 +221,7 @@ struct Reshard : std::enable_shared_from_this<Reshard<T, Handler>> {
   void finish(std::exception_ptr ep) {
     regions.clear();
     keep.reset();
-    if (ep) {
-      shards.clear();
-      deliver(std::move(ep), ShardedArray<T>{});
-    } else {
-      deliver(nullptr, ShardedArray<T>(shape, std::move(sharding), std::move(shards)));
-    }
+    deliver_array(deliver, std::move(ep), shape, sharding, shards);
   }
 
   Shape shape;
@@ -240,7 +242,7 @@ struct reshard_initiation {
   template <class Handler>
   void operator()(Handler&& handler) const {
     auto op = std::make_shared<Reshard<T, std::decay_t<Handler>>>(*from, to, keep, std::forward<Handler>(handler));
-    initiate_placement([&] { op->start(); });
+    initiate_placement([&] { op->start_after(op->wait_for); });
   }
 };
 
@@ -271,15 +273,14 @@ Sharding gathered(const ShardedArray<T>& array, std::span<const std::string> axe
 // buffer unpacked on the host when every transfer is done. `Out` is `std::span<T>` (the caller's
 // memory) or `std::vector<T>` (delivered with the outcome).
 template <class T, class Out, class Handler>
-struct Gather : std::enable_shared_from_this<Gather<T, Out, Handler>> {
+struct Gather : PlacementSteps<Gather<T, Out, Handler>> {
   Gather(const ShardedArray<T>& a, Out o, std::shared_ptr<void> k, Handler h)
       : array(&a), out(std::move(o)), keep(std::move(k)), deliver(std::move(h), a.mesh().device(0).queue()) {
     if constexpr (std::is_same_v<Out, std::vector<T>>) out.resize(a.size());
   }
 
-  void start() {
-    auto join = std::make_shared<Join>(
-        [self = this->shared_from_this()](std::exception_ptr ep) { self->finish(std::move(ep)); });
+  void send() {
+    auto join = this->joined();
     const IndexBox whole = full_box(array->shape());
     std::vector<IndexBox> done;
     staged.reserve(array->shards().size());  // the spans handed to the transfers must stay valid
@@ -341,7 +342,7 @@ struct gather_initiation {
   void operator()(Handler&& handler) const {
     auto op =
         std::make_shared<Gather<T, Out, std::decay_t<Handler>>>(*array, out, keep, std::forward<Handler>(handler));
-    initiate_placement([&] { op->start(); });
+    initiate_placement([&] { op->start_after({}); });  // stream order covers the work ahead
   }
 };
 
