@@ -550,6 +550,33 @@ TEST(GlobalCollectives, ReduceLeavesTheResultOnTheRootDeviceOnly) {
     }
 }
 
+TEST(GlobalCollectives, CollectivePermuteSendsAlongThePairsAcrossProcessesAndZeroFillsTheRest) {
+  for (bool host : {true, false}) {
+    SCOPED_TRACE(host ? "host memory" : "staged");
+    const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+    const auto global = static_cast<std::int64_t>(mesh.size());
+    const auto in = local_arrays<float>(mesh, {2, 3}, [](std::size_t g) { return input_of<float>(g, 6, false); });
+    // A ring shift (device g receives g - 1's input), and a shift the other way that leaves the
+    // last device untargeted.
+    xdev::spmd::PermutePairs ring, down;
+    for (std::int64_t g = 0; g < global; ++g) ring.push_back({g, (g + 1) % global});
+    for (std::int64_t g = 1; g < global; ++g) down.push_back({g, g - 1});
+    for (const auto* pairs : {&ring, &down}) {
+      std::vector<xdev::AnyArray<float>> out;
+      for (std::size_t i = 0; i < mesh.local_size(); ++i)
+        out.push_back(xdev::empty<float>(mesh.local_mesh().device(i), {2, 3}));
+      dist::collective_permute(mesh, std::span<const xdev::AnyArray<float>>(in), std::span(out), *pairs).get();
+      for (std::size_t i = 0; i < mesh.local_size(); ++i) {
+        const auto g = static_cast<std::int64_t>(mesh.global_index(i));
+        const std::int64_t from = pairs == &ring ? (g + global - 1) % global : g + 1;
+        ASSERT_EQ(to_host(out[i]), from < global ? input_of<float>(static_cast<std::size_t>(from), 6, false)
+                                                 : std::vector<float>(6, 0.0f))
+            << (pairs == &ring ? "ring" : "down") << ", device " << g;
+      }
+    }
+  }
+}
+
 TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   const dist::GlobalMesh mesh(*session, host_devices(1), "data");
   const auto& dev = mesh.local_mesh().device(0);
@@ -568,6 +595,14 @@ TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   EXPECT_THAT(e.what(), HasSubstr("the timeout must be > 0"));
   e = error_of([&] { (void)dist::reduce(mesh, std::span(in), xdev::spmd::ReduceOp::sum, -1); });
   EXPECT_THAT(e.what(), HasSubstr("distributed::reduce: root -1 is not a device of the mesh"));
+  auto same_shape = just(xdev::empty<float>(dev, {3}));
+  e = error_of([&] { (void)dist::collective_permute(mesh, cin, std::span(same_shape), {{0, 0}, {0, 0}}); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::collective_permute: pair (0, 0) names target 0 again"));
+  const auto past = static_cast<std::int64_t>(mesh.size());
+  e = error_of([&] { (void)dist::collective_permute(mesh, cin, std::span(same_shape), {{0, past}}); });
+  EXPECT_THAT(e.what(), HasSubstr("is out of range for axis 'data'"));
+  e = error_of([&] { (void)dist::collective_permute(mesh, cin, std::span(out), {{0, 0}}); });
+  EXPECT_THAT(e.what(), HasSubstr("out[0] has shape [4] but collective_permute keeps the shape"));
   auto ints = just(xdev::empty<std::int32_t>(dev, {static_cast<std::int64_t>(mesh.size())}));
   auto int_out = just(xdev::empty<std::int32_t>(dev, {1}));
   e = error_of([&] {
@@ -606,6 +641,18 @@ TEST(GlobalCollectives, MismatchesAcrossRanksFailOnEveryRank) {
   });
   EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
   EXPECT_THAT(e.what(), AllOf(HasSubstr("MPI_SUM"), HasSubstr("rank 1 has"), HasSubstr("MPI_MAX")));
+  // Different permutations.
+  const xdev::spmd::PermutePairs swap{{0, 1}, {1, 0}}, stay{{0, 0}, {1, 1}};
+  auto perm_in = just(xdev::empty<float>(dev, {2}));  // one shape everywhere: only the pairs differ
+  auto perm_out = just(xdev::empty<float>(dev, {2}));
+  e = error_of([&] {
+    dist::collective_permute(mesh, std::span<const xdev::AnyArray<float>>(perm_in), std::span(perm_out),
+                             rank() == 1 ? swap : stay)
+        .get();
+  });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), AllOf(HasSubstr("distributed::collective_permute: rank 0 has"), HasSubstr("2 pairs #"),
+                              HasSubstr("rank 1 has")));
   // Different reduce roots.
   e = error_of([&] { dist::reduce(mesh, std::span(rs_out), xdev::spmd::ReduceOp::sum, rank() == 1 ? 1 : 0).get(); });
   EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);

@@ -1,7 +1,7 @@
 /// \file
 /// `xdev::distributed::GlobalMesh`: a one-axis mesh of devices spanning the processes of an MPI
 /// job, and the collectives of device arrays across it (`all_reduce`, `all_gather`,
-/// `reduce_scatter`, `broadcast`, `reduce`). Link `xdev::mpi`. See docs/distributed.md.
+/// `reduce_scatter`, `broadcast`, `reduce`, `collective_permute`). Link `xdev::mpi`. See docs/distributed.md.
 ///
 ///     xdev::distributed::Session session = xdev::distributed::init();
 ///     xdev::distributed::GlobalMesh mesh(xdev::spmd::Mesh(xdev::accelerator::devices(), "data"));
@@ -31,6 +31,7 @@
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 
 #include <boost/asio/associated_executor.hpp>
@@ -378,6 +379,51 @@ auto reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceO
       mesh.session(), arrays[0].device(),
       [mesh, arrays, plan, r = static_cast<std::size_t>(root), deadline] {
         detail::run_reduce(mesh, arrays, plan, r, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// For each `(source, target)` pair of global device indices, global device `target`'s output
+/// receives global device `source`'s input, across processes or within one; the output of a device
+/// that no pair targets is filled with zeros (`jax.lax.ppermute` over a mesh that spans processes;
+/// pipeline stages, ring attention). `in` and `out` hold one array per LOCAL device, in local
+/// mesh order, all of one shape on every rank; every rank passes the same pairs. Stages: the local
+/// inputs that a pair sends, to the host; one `MPI_Isend` / `MPI_Irecv` per pair whose ends are on
+/// different ranks (a host copy within a rank); every local output from the host. Asynchronous,
+/// ordered and with a deadline as `all_reduce`; `in` and `out` must stay alive until the completion.
+///
+///     // A ring shift over every device of every process: device g receives device g-1's input.
+///     xdev::spmd::PermutePairs ring;
+///     for (std::size_t g = 0; g < mesh.size(); ++g) ring.push_back({g, (g + 1) % mesh.size()});
+///     dist::collective_permute(mesh, std::span<const AnyArray<float>>(in), std::span(out), ring).get();
+///
+/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
+///         that do not match the local mesh, inputs and outputs of different shapes, an output that
+///         is its input, a position outside [0, mesh.size()), a source or a target named twice, a
+///         timeout <= 0. Through the token: `errc::invalid_argument` on every rank when the shapes,
+///         element sizes or pairs differ between ranks; otherwise as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto collective_permute(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                        std::span<AnyArray<T>> out, const spmd::PermutePairs& pairs,
+                        std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "collective_permute";
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), in[0].shape(),
+                           "collective_permute keeps the shape, which");
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
+      throw error(errc::invalid_argument, "distributed::collective_permute: out[" + std::to_string(i) +
+                                              "] is the same array as in[" + std::to_string(i) + "]");
+  const std::string axis = mesh.axis_name();
+  std::vector<std::int64_t> source = spmd::detail::sources_of(
+      "distributed::collective_permute", std::span<const std::string>(&axis, 1), mesh.size(), pairs);
+  std::string description = "arrays of shape " + to_string(in[0].shape()) + ", " + detail::element_text(sizeof(T)) +
+                            ", " + detail::pairs_text(pairs);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), out[0].device(),
+      [mesh, in, out, source = std::move(source), description = std::move(description), deadline] {
+        detail::run_permute(mesh, in, out, source, description, deadline);
       },
       std::forward<Token>(token));
 }

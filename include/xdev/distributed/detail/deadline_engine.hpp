@@ -40,12 +40,13 @@ enum class Kind : int {
   all_gather = 6,
   reduce_scatter = 7,
   broadcast = 8,
-  reduce = 9
+  reduce = 9,
+  collective_permute = 10
 };
-inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
-inline constexpr const char* kind_names[] = {"init",      "barrier",    "rendezvous", "broadcast_master_param",
-                                             "finalize",  "all_reduce", "all_gather", "reduce_scatter",
-                                             "broadcast", "reduce"};
+inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+inline constexpr const char* kind_names[] = {"init",      "barrier",    "rendezvous",        "broadcast_master_param",
+                                             "finalize",  "all_reduce", "all_gather",        "reduce_scatter",
+                                             "broadcast", "reduce",     "collective_permute"};
 static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a token for every Kind");
 inline const char* name_of(int kind) {
   return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";
@@ -184,6 +185,40 @@ class DeadlineEngine {
     std::vector<std::uint64_t> sizes(headers.size());
     for (std::size_t r = 0; r < headers.size(); ++r) sizes[r] = headers[r].count[0] * element;
     allgatherv_locked(op, mine, all, sizes, std::string(name) + ": the contributions");
+    drain_locked();
+  }
+
+  /// One point-to-point message of `exchange`: `bytes` to or from rank `peer`, tagged `tag`.
+  struct Message {
+    std::uint32_t peer = 0;
+    int tag = 0;
+    std::span<std::byte> bytes;
+  };
+
+  /// Posts every receive and send at once (`MPI_Irecv` / `MPI_Isend`, chunked below 2^31 bytes)
+  /// and polls them to the deadline, after checking that every rank passed the same `bytes` and
+  /// `description` to call `kind`. A rank with nothing to send or receive still takes part.
+  void exchange(Kind kind, std::size_t bytes, const std::string& description, std::span<const Message> sends,
+                std::span<const Message> recvs, std::optional<std::chrono::milliseconds> timeout) {
+    std::lock_guard lock(mutex_);
+    Op op = begin_locked(kind, timeout);
+    agree_locked(op, name_of(static_cast<int>(kind)), bytes, description);
+    constexpr std::size_t chunk = std::size_t{1} << 30;  // MPI counts are ints
+    std::vector<MPI_Request> requests;
+    for (const bool send : {false, true})
+      for (const Message& m : send ? sends : recvs)
+        for (std::size_t at = 0; at < m.bytes.size(); at += chunk) {
+          const auto count = static_cast<int>(std::min(chunk, m.bytes.size() - at));
+          MPI_Request req = MPI_REQUEST_NULL;
+          if (send)
+            mpi_check(MPI_Isend(m.bytes.data() + at, count, MPI_BYTE, static_cast<int>(m.peer), m.tag, comm_, &req),
+                      "MPI_Isend");
+          else
+            mpi_check(MPI_Irecv(m.bytes.data() + at, count, MPI_BYTE, static_cast<int>(m.peer), m.tag, comm_, &req),
+                      "MPI_Irecv");
+          requests.push_back(req);
+        }
+    for (auto& req : requests) wait_locked(op, req, "MPI_Isend / MPI_Irecv");
     drain_locked();
   }
 

@@ -13,6 +13,7 @@
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 
 #include <boost/asio/associated_executor.hpp>
@@ -24,6 +25,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -404,6 +406,73 @@ void run_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& 
   target.device().copy_to_device(std::span<const T>(acc), target.buffer(),
                                  copy.handler("the copy to " + target.device().name()));
   copy.wait(name, deadline);
+}
+
+// A 64-bit FNV-1a of the pairs: what every rank must agree on fits in a call header.
+inline std::string pairs_text(const spmd::PermutePairs& pairs) {
+  std::uint64_t h = 14695981039346656037ULL;
+  for (const auto& [from, to] : pairs)
+    for (const std::int64_t v : {from, to})
+      for (int byte = 0; byte < 8; ++byte) {
+        h ^= static_cast<std::uint64_t>(v) >> (8 * byte) & 0xffU;
+        h *= 1099511628211ULL;
+      }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::to_string(pairs.size()) + " pairs #" + hex;
+}
+
+// `source[t]`: the global device that global device t receives from (-1: none).
+template <class T, class M>
+void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
+                 const std::vector<std::int64_t>& source, const std::string& description, const Deadline& deadline) {
+  constexpr const char* name = "collective_permute";
+  const std::size_t n = in[0].size();
+  const std::size_t first = mesh.global_index(0);  // local device i is global device first + i
+  std::vector<std::int64_t> target(source.size(), -1);
+  for (std::size_t t = 0; t < source.size(); ++t)
+    if (source[t] >= 0) target[static_cast<std::size_t>(source[t])] = static_cast<std::int64_t>(t);
+  // 1. The local inputs that a pair sends, to the host.
+  auto sent = staging<T>(n * in.size());
+  {
+    PendingWork copies(sent);
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (target[first + i] >= 0)
+        in[i].device().copy_to_host(in[i].buffer(), std::span<T>(sent.get() + i * n, n),
+                                    copies.handler("the copy from " + in[i].device().name()));
+    copies.wait(name, deadline);
+  }
+  // 2. Across the processes, one message per pair whose ends are on different ranks (tagged with
+  // the target); a pair within this rank is a host copy.
+  auto received = staging<T>(n * out.size());
+  auto bytes_of = [n](const std::shared_ptr<T[]>& block, std::size_t i) {
+    return std::as_writable_bytes(std::span<T>(block.get() + i * n, n));
+  };
+  std::vector<DeadlineEngine::Message> sends, recvs;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::size_t g = first + i;
+    if (const std::int64_t t = target[g]; t >= 0) {
+      const std::uint32_t r = mesh.rank_of(static_cast<std::size_t>(t));
+      if (r == mesh.rank())
+        std::memcpy(received.get() + (static_cast<std::size_t>(t) - first) * n, sent.get() + i * n, n * sizeof(T));
+      else
+        sends.push_back({r, static_cast<int>(t), bytes_of(sent, i)});
+    }
+    if (const std::int64_t s = source[g]; s >= 0) {
+      const std::uint32_t r = mesh.rank_of(static_cast<std::size_t>(s));
+      if (r != mesh.rank()) recvs.push_back({r, static_cast<int>(g), bytes_of(received, i)});
+    } else {
+      std::fill_n(received.get() + i * n, n, T{});  // no pair targets it: zeros
+    }
+  }
+  mesh.session().engine().exchange(Kind::collective_permute, n * sizeof(T), description, sends, recvs,
+                                   deadline.remaining());
+  // 3. To every local output.
+  PendingWork copies(received);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i].device().copy_to_device(std::span<const T>(received.get() + i * n, n), out[i].buffer(),
+                                   copies.handler("the copy to " + out[i].device().name()));
+  copies.wait(name, deadline);
 }
 
 }  // namespace xdev::distributed::detail
