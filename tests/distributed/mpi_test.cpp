@@ -577,6 +577,41 @@ TEST(GlobalCollectives, CollectivePermuteSendsAlongThePairsAcrossProcessesAndZer
   }
 }
 
+TEST(GlobalCollectives, AllToAllMatchesTheSingleProcessMeshForEveryPairOfAxes) {
+  for (bool host : {true, false})
+    for (const auto& [split, concat] : {std::pair{0, 1}, std::pair{1, 0}, std::pair{0, 0}, std::pair{1, 1}}) {
+      SCOPED_TRACE(::testing::Message() << (host ? "host memory" : "staged") << ", split " << split << ", concat "
+                                        << concat);
+      const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+      const std::size_t global = mesh.size();
+      const auto k = static_cast<std::int64_t>(global);
+      const xdev::Shape shape{2 * k, 3 * k};
+      const std::size_t n = 6 * global * global;
+      const auto in = local_arrays<float>(mesh, shape, [&](std::size_t g) { return input_of<float>(g, n, true); });
+      xdev::Shape want = shape;
+      want[split] /= k;
+      want[concat] *= k;
+      std::vector<xdev::AnyArray<float>> out;
+      for (std::size_t i = 0; i < mesh.local_size(); ++i)
+        out.push_back(xdev::empty<float>(mesh.local_mesh().device(i), want));
+      dist::all_to_all(mesh, std::span<const xdev::AnyArray<float>>(in), std::span(out), split, concat).get();
+
+      const xdev::spmd::Mesh single(host_devices(global), "data");
+      std::vector<xdev::AnyArray<float>> ref_in, ref_out;
+      for (std::size_t g = 0; g < global; ++g) {
+        ref_in.push_back(xdev::empty<float>(single.device(g), shape));
+        const auto v = input_of<float>(g, n, true);
+        single.device(g).copy_to_device(std::span<const float>(v), ref_in.back()).get();
+        ref_out.push_back(xdev::empty<float>(single.device(g), want));
+      }
+      xdev::spmd::all_to_all(single, "data", std::span<const xdev::AnyArray<float>>(ref_in), std::span(ref_out), split,
+                             concat)
+          .get();
+      for (std::size_t i = 0; i < mesh.local_size(); ++i)
+        ASSERT_EQ(to_host(out[i]), to_host(ref_out[mesh.global_index(i)])) << "local device " << i;
+    }
+}
+
 TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   const dist::GlobalMesh mesh(*session, host_devices(1), "data");
   const auto& dev = mesh.local_mesh().device(0);
@@ -603,6 +638,12 @@ TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   EXPECT_THAT(e.what(), HasSubstr("is out of range for axis 'data'"));
   e = error_of([&] { (void)dist::collective_permute(mesh, cin, std::span(out), {{0, 0}}); });
   EXPECT_THAT(e.what(), HasSubstr("out[0] has shape [4] but collective_permute keeps the shape"));
+  e = error_of([&] { (void)dist::all_to_all(mesh, cin, std::span(same_shape), 0, 1); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::all_to_all: concat_axis 1 is not a dimension of arrays of shape [3]"));
+  if (mesh.size() > 1) {
+    e = error_of([&] { (void)dist::all_to_all(mesh, cin, std::span(same_shape), 0, 0); });
+    EXPECT_THAT(e.what(), HasSubstr("is not divisible by the " + std::to_string(mesh.size()) + " global devices"));
+  }
   auto ints = just(xdev::empty<std::int32_t>(dev, {static_cast<std::int64_t>(mesh.size())}));
   auto int_out = just(xdev::empty<std::int32_t>(dev, {1}));
   e = error_of([&] {

@@ -1,7 +1,8 @@
 /// \file
 /// `xdev::distributed::GlobalMesh`: a one-axis mesh of devices spanning the processes of an MPI
 /// job, and the collectives of device arrays across it (`all_reduce`, `all_gather`,
-/// `reduce_scatter`, `broadcast`, `reduce`, `collective_permute`). Link `xdev::mpi`. See docs/distributed.md.
+/// `reduce_scatter`, `broadcast`, `reduce`, `all_to_all`, `collective_permute`). Link `xdev::mpi`. See
+/// docs/distributed.md.
 ///
 ///     xdev::distributed::Session session = xdev::distributed::init();
 ///     xdev::distributed::GlobalMesh mesh(xdev::spmd::Mesh(xdev::accelerator::devices(), "data"));
@@ -379,6 +380,70 @@ auto reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceO
       mesh.session(), arrays[0].device(),
       [mesh, arrays, plan, r = static_cast<std::size_t>(root), deadline] {
         detail::run_reduce(mesh, arrays, plan, r, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// Splits every input along `split_axis` into `mesh.size()` blocks, sends block j to global device
+/// j, and concatenates the blocks each device receives along `concat_axis` in global device order
+/// (`jax.lax.all_to_all` over a mesh that spans processes; expert parallelism). With inputs of
+/// shape S (the same on every device of every rank), `out[i]` has shape S with S[split_axis] /
+/// mesh.size() and then S[concat_axis] * mesh.size(). `in` and `out` hold one array per LOCAL
+/// device, in local mesh order. Stages: the local inputs to the host, packed per destination; one
+/// `MPI_Isend` / `MPI_Irecv` per block whose ends are on different ranks (a host copy within a
+/// rank), all posted at once; each output assembled on the host and copied to its device.
+/// Asynchronous, ordered and with a deadline as `all_reduce`; `in` and `out` must stay alive until
+/// the completion. At most 181 global devices (the MPI tags of the blocks).
+///
+///     // in[i] [8, 4] on 4 global devices; out[i] [2, 16]
+///     dist::all_to_all(mesh, std::span<const AnyArray<float>>(in), std::span(out), 0, 1).get();
+///
+/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
+///         that do not match the local mesh, inputs of rank 0, an axis outside [0, rank), a split
+///         dimension not divisible by `mesh.size()`, outputs of another shape, an output that is
+///         its input, more than 181 global devices, a timeout <= 0. Through the token:
+///         `errc::invalid_argument` on every rank when the shapes, element sizes or axes differ
+///         between ranks; otherwise as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto all_to_all(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                std::span<AnyArray<T>> out, std::int64_t split_axis, std::int64_t concat_axis,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "all_to_all";
+  const char* full = "distributed::all_to_all";
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  const Shape& s = in[0].shape();
+  if (s.rank() == 0)
+    throw error(errc::invalid_argument, std::string(full) + ": the inputs are scalars (shape []); all_to_all " +
+                                            "splits and concatenates dimensions, so they need rank >= 1");
+  const std::size_t split = spmd::detail::axis_of(full, "split_axis", split_axis, s);
+  const std::size_t concat = spmd::detail::axis_of(full, "concat_axis", concat_axis, s);
+  const auto k = static_cast<Shape::value_type>(mesh.size());
+  if (mesh.size() > detail::all_to_all_max_devices)
+    throw error(errc::invalid_argument, std::string(full) + ": the mesh has " + std::to_string(mesh.size()) +
+                                            " global devices; at most " +
+                                            std::to_string(detail::all_to_all_max_devices) + " are supported");
+  if (s[split] % k != 0)
+    throw error(errc::invalid_argument, std::string(full) + ": the inputs have shape " + to_string(s) +
+                                            ", whose dimension " + std::to_string(split) + " (" +
+                                            std::to_string(s[split]) + ") is not divisible by the " +
+                                            std::to_string(k) + " global devices");
+  Shape want = s;
+  want[split] = s[split] / k;
+  want[concat] = want[concat] * k;
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+                           "all_to_all of " + to_string(s) + " over " + std::to_string(k) + " devices (split_axis " +
+                               std::to_string(split) + ", concat_axis " + std::to_string(concat) + ")");
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
+      throw error(errc::invalid_argument, std::string(full) + ": out[" + std::to_string(i) +
+                                              "] is the same array as in[" + std::to_string(i) + "]");
+  std::string description = "inputs of shape " + to_string(s) + ", " + detail::element_text(sizeof(T)) +
+                            ", split_axis " + std::to_string(split) + ", concat_axis " + std::to_string(concat);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), out[0].device(),
+      [mesh, in, out, split, concat, description = std::move(description), deadline] {
+        detail::run_all_to_all(mesh, in, out, split, concat, description, deadline);
       },
       std::forward<Token>(token));
 }

@@ -41,12 +41,13 @@ enum class Kind : int {
   reduce_scatter = 7,
   broadcast = 8,
   reduce = 9,
-  collective_permute = 10
+  collective_permute = 10,
+  all_to_all = 11
 };
-inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-inline constexpr const char* kind_names[] = {"init",      "barrier",    "rendezvous",        "broadcast_master_param",
-                                             "finalize",  "all_reduce", "all_gather",        "reduce_scatter",
-                                             "broadcast", "reduce",     "collective_permute"};
+inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+inline constexpr const char* kind_names[] = {"init",      "barrier",    "rendezvous",         "broadcast_master_param",
+                                             "finalize",  "all_reduce", "all_gather",         "reduce_scatter",
+                                             "broadcast", "reduce",     "collective_permute", "all_to_all"};
 static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a token for every Kind");
 inline const char* name_of(int kind) {
   return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";

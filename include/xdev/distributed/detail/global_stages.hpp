@@ -13,6 +13,7 @@
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/spmd/collectives.hpp>
+#include <xdev/spmd/detail/all_to_all_runs.hpp>
 #include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 
@@ -471,6 +472,74 @@ void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyAr
   PendingWork copies(received);
   for (std::size_t i = 0; i < out.size(); ++i)
     out[i].device().copy_to_device(std::span<const T>(received.get() + i * n, n), out[i].buffer(),
+                                   copies.handler("the copy to " + out[i].device().name()));
+  copies.wait(name, deadline);
+}
+
+// Global device g's block for global device j travels with tag g * G + j: distinct for every
+// pair, within the tag range MPI guarantees (32767) up to 181 global devices.
+inline constexpr std::size_t all_to_all_max_devices = 181;
+
+template <class T, class M>
+void run_all_to_all(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out, std::size_t split,
+                    std::size_t concat, const std::string& description, const Deadline& deadline) {
+  constexpr const char* name = "all_to_all";
+  const Shape shape = in[0].shape();
+  const std::size_t n = in[0].size(), global = mesh.size(), block = n / global, local = in.size();
+  const std::size_t first = mesh.global_index(0);
+  // 1. The local inputs to the host.
+  auto inputs = staging<T>(n * local);
+  copy_to_host(name, in, inputs, deadline);
+  // 2. Each block packed (its runs, in the order the receiver unpacks them): block j of local
+  // device i's input at packed[(i * global + j) * block].
+  auto packed = staging<T>(n * local);
+  for (std::size_t j = 0; j < global; ++j) {
+    std::vector<std::size_t> filled(local, 0);
+    spmd::detail::for_each_all_to_all_run(shape, global, j, split, concat,
+                                          [&](std::size_t q, std::size_t src, std::size_t, std::size_t count) {
+                                            if (q < first || q >= first + local) return;
+                                            const std::size_t i = q - first;
+                                            std::memcpy(packed.get() + (i * global + j) * block + filled[i],
+                                                        inputs.get() + i * n + src, count * sizeof(T));
+                                            filled[i] += count;
+                                          });
+  }
+  // 3. Every block to its device's rank (a host copy within this rank): the block from global
+  // device q for local device i lands at received[(i * global + q) * block].
+  auto received = staging<T>(n * local);
+  auto bytes_of = [block](const std::shared_ptr<T[]>& buffer, std::size_t at) {
+    return std::as_writable_bytes(std::span<T>(buffer.get() + at * block, block));
+  };
+  std::vector<DeadlineEngine::Message> sends, recvs;
+  for (std::size_t i = 0; i < local; ++i)
+    for (std::size_t j = 0; j < global; ++j) {
+      const std::size_t g = first + i;
+      const std::uint32_t r = mesh.rank_of(j);
+      if (r == mesh.rank())
+        std::memcpy(received.get() + ((j - first) * global + g) * block, packed.get() + (i * global + j) * block,
+                    block * sizeof(T));
+      else
+        sends.push_back({r, static_cast<int>(g * global + j), bytes_of(packed, i * global + j)});
+      // What local device i receives from global device j, when j is elsewhere.
+      const std::uint32_t from = mesh.rank_of(j);
+      if (from != mesh.rank())
+        recvs.push_back({from, static_cast<int>(j * global + g), bytes_of(received, i * global + j)});
+    }
+  mesh.session().engine().exchange(Kind::all_to_all, n * sizeof(T), description, sends, recvs, deadline.remaining());
+  // 4. Each local output assembled on the host from its blocks, in order along concat_axis.
+  auto outputs = staging<T>(n * local);
+  for (std::size_t i = 0; i < local; ++i) {
+    std::vector<std::size_t> used(global, 0);
+    spmd::detail::for_each_all_to_all_run(
+        shape, global, first + i, split, concat, [&](std::size_t q, std::size_t, std::size_t dst, std::size_t count) {
+          std::memcpy(outputs.get() + i * n + dst, received.get() + (i * global + q) * block + used[q],
+                      count * sizeof(T));
+          used[q] += count;
+        });
+  }
+  PendingWork copies(outputs);
+  for (std::size_t i = 0; i < local; ++i)
+    out[i].device().copy_to_device(std::span<const T>(outputs.get() + i * n, n), out[i].buffer(),
                                    copies.handler("the copy to " + out[i].device().name()));
   copies.wait(name, deadline);
 }
