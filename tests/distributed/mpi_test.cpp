@@ -638,6 +638,8 @@ TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   EXPECT_THAT(e.what(), HasSubstr("is out of range for axis 'data'"));
   e = error_of([&] { (void)dist::collective_permute(mesh, cin, std::span(out), {{0, 0}}); });
   EXPECT_THAT(e.what(), HasSubstr("out[0] has shape [4] but collective_permute keeps the shape"));
+  e = error_of([&] { (void)dist::collective_permute(mesh, cin, std::span(in), {{0, 0}}); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::collective_permute: out[0] is the same array as in[0]"));
   e = error_of([&] { (void)dist::all_to_all(mesh, cin, std::span(same_shape), 0, 1); });
   EXPECT_THAT(e.what(), HasSubstr("distributed::all_to_all: concat_axis 1 is not a dimension of arrays of shape [3]"));
   if (mesh.size() > 1) {

@@ -269,10 +269,7 @@ auto all_gather(const GlobalMesh& mesh, std::span<const AnyArray<std::type_ident
   want[0] *= static_cast<Shape::value_type>(mesh.size());
   detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
                            "gathering " + std::to_string(mesh.size()) + " inputs of shape " + to_string(in[0].shape()));
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
-      throw error(errc::invalid_argument, "distributed::all_gather: out[" + std::to_string(i) +
-                                              "] is the same array as in[" + std::to_string(i) + "]");
+  spmd::detail::check_distinct<T>("distributed::all_gather", in, std::span<const AnyArray<T>>(out.data(), out.size()));
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), out[0].device(), [mesh, in, out, deadline] { detail::run_all_gather(mesh, in, out, deadline); },
@@ -433,10 +430,7 @@ auto all_to_all(const GlobalMesh& mesh, std::span<const AnyArray<std::type_ident
   detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
                            "all_to_all of " + to_string(s) + " over " + std::to_string(k) + " devices (split_axis " +
                                std::to_string(split) + ", concat_axis " + std::to_string(concat) + ")");
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
-      throw error(errc::invalid_argument, std::string(full) + ": out[" + std::to_string(i) +
-                                              "] is the same array as in[" + std::to_string(i) + "]");
+  spmd::detail::check_distinct<T>("distributed::all_to_all", in, std::span<const AnyArray<T>>(out.data(), out.size()));
   std::string description = "inputs of shape " + to_string(s) + ", " + detail::element_text(sizeof(T)) +
                             ", split_axis " + std::to_string(split) + ", concat_axis " + std::to_string(concat);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
@@ -475,10 +469,8 @@ auto collective_permute(const GlobalMesh& mesh, std::span<const AnyArray<std::ty
   detail::check_local_arrays<T>(name, "in", mesh, in);
   detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), in[0].shape(),
                            "collective_permute keeps the shape, which");
-  for (std::size_t i = 0; i < out.size(); ++i)
-    if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
-      throw error(errc::invalid_argument, "distributed::collective_permute: out[" + std::to_string(i) +
-                                              "] is the same array as in[" + std::to_string(i) + "]");
+  spmd::detail::check_distinct<T>("distributed::collective_permute", in,
+                                  std::span<const AnyArray<T>>(out.data(), out.size()));
   const std::string axis = mesh.axis_name();
   std::vector<std::int64_t> source = spmd::detail::sources_of(
       "distributed::collective_permute", std::span<const std::string>(&axis, 1), mesh.size(), pairs);

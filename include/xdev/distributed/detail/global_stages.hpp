@@ -513,17 +513,16 @@ void run_all_to_all(const M& mesh, std::span<const AnyArray<T>> in, std::span<An
   std::vector<DeadlineEngine::Message> sends, recvs;
   for (std::size_t i = 0; i < local; ++i)
     for (std::size_t j = 0; j < global; ++j) {
+      // Local device i (global g) sends block j to global device j, and receives j's block for it.
       const std::size_t g = first + i;
       const std::uint32_t r = mesh.rank_of(j);
-      if (r == mesh.rank())
+      if (r == mesh.rank()) {
         std::memcpy(received.get() + ((j - first) * global + g) * block, packed.get() + (i * global + j) * block,
                     block * sizeof(T));
-      else
+      } else {
         sends.push_back({r, static_cast<int>(g * global + j), bytes_of(packed, i * global + j)});
-      // What local device i receives from global device j, when j is elsewhere.
-      const std::uint32_t from = mesh.rank_of(j);
-      if (from != mesh.rank())
-        recvs.push_back({from, static_cast<int>(j * global + g), bytes_of(received, i * global + j)});
+        recvs.push_back({r, static_cast<int>(j * global + g), bytes_of(received, i * global + j)});
+      }
     }
   mesh.session().engine().exchange(Kind::all_to_all, n * sizeof(T), description, sends, recvs, deadline.remaining());
   // 4. Each local output assembled on the host from its blocks, in order along concat_axis.
