@@ -334,17 +334,11 @@ auto broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::int64
                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   constexpr const char* name = "broadcast";
   detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
-  if (root < 0 || static_cast<std::uint64_t>(root) >= mesh.size())
-    throw error(errc::invalid_argument, "distributed::broadcast: root " + std::to_string(root) +
-                                            " is not a device of the mesh; it is a global device index in [0, " +
-                                            std::to_string(mesh.size()) + ")");
+  const std::size_t r = detail::check_root(name, root, mesh.size());
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, arrays, r = static_cast<std::size_t>(root), deadline] {
-        detail::run_broadcast(mesh, arrays, r, deadline);
-      },
-      std::forward<Token>(token));
+      [mesh, arrays, r, deadline] { detail::run_broadcast(mesh, arrays, r, deadline); }, std::forward<Token>(token));
 }
 
 /// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, of the same shape on
@@ -367,17 +361,12 @@ auto reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceO
             std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   constexpr const char* name = "reduce";
   detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
-  if (root < 0 || static_cast<std::uint64_t>(root) >= mesh.size())
-    throw error(errc::invalid_argument, "distributed::reduce: root " + std::to_string(root) +
-                                            " is not a device of the mesh; it is a global device index in [0, " +
-                                            std::to_string(mesh.size()) + ")");
+  const std::size_t r = detail::check_root(name, root, mesh.size());
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, arrays, plan, r = static_cast<std::size_t>(root), deadline] {
-        detail::run_reduce(mesh, arrays, plan, r, deadline);
-      },
+      [mesh, arrays, plan, r, deadline] { detail::run_reduce(mesh, arrays, plan, r, deadline); },
       std::forward<Token>(token));
 }
 

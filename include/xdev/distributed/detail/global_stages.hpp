@@ -180,6 +180,15 @@ void check_outputs(const char* name, const M& mesh, std::span<const AnyArray<T>>
                                             to_string(out[0].shape()) + " but " + why + " gives " + to_string(want));
 }
 
+// `root` as a global device index of a mesh of `devices`.
+inline std::size_t check_root(const char* name, std::int64_t root, std::size_t devices) {
+  if (root < 0 || static_cast<std::uint64_t>(root) >= devices)
+    throw error(errc::invalid_argument, std::string("distributed::") + name + ": root " + std::to_string(root) +
+                                            " is not a device of the mesh; it is a global device index in [0, " +
+                                            std::to_string(devices) + ")");
+  return static_cast<std::size_t>(root);
+}
+
 inline std::string element_text(std::size_t bytes) {
   return std::to_string(bytes) + "-byte elements";
 }
