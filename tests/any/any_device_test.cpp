@@ -12,6 +12,7 @@
 #include <xdev/random/stream.hpp>
 #include <xdev/testing/arrays.hpp>
 
+#include "support/error_of.hpp"
 #include "support/manual_backend.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -50,17 +51,7 @@ struct custom_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), HasSubstr(std::string(p)));
-  }
-}
+using xdev_test::expect_error;
 
 // A shared_ptr<void> whose deleter sets `*released`: the owner an AnyDevice keeps alive.
 std::shared_ptr<void> flag_owner(const std::shared_ptr<std::atomic<bool>>& released) {

@@ -29,7 +29,7 @@ namespace {
 namespace tools = xdev::tools;
 using Host = xdev::backends::Host;
 
-struct Seen {
+struct SeenEvent {
   std::string phase;  // "begin", "end", "instant"
   tools::Category category;
   std::string name;
@@ -54,7 +54,7 @@ class Recorder final : public tools::Listener {
   void end(const tools::Activity& a, const std::exception_ptr& error) override { add("end", a, error != nullptr); }
   void instant(const tools::Activity& a) override { add("instant", a, false); }
 
-  std::vector<Seen> seen() const {
+  std::vector<SeenEvent> seen() const {
     std::lock_guard lk(m_);
     return seen_;
   }
@@ -71,7 +71,7 @@ class Recorder final : public tools::Listener {
                      std::string(a.dtype), failed, a.time, a.event});
   }
   mutable std::mutex m_;
-  std::vector<Seen> seen_;
+  std::vector<SeenEvent> seen_;
 };
 
 TEST(Tools, AListenerSeesASmallProgramExactly) {
@@ -165,7 +165,7 @@ TEST(Tools, ARecordAndTheWaitsOnItNameOnePoint) {
   b.wait(untraced);
   b.synchronize();
   std::vector<std::string> briefs;
-  std::vector<Seen> points;
+  std::vector<SeenEvent> points;
   for (const auto& s : recorder->seen())
     if (s.category == tools::Category::event_record || s.category == tools::Category::event_wait) {
       briefs.push_back(s.brief());

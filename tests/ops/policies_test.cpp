@@ -10,6 +10,7 @@
 #include <xdev/random/stream.hpp>
 #include <xdev/testing/arrays.hpp>
 
+#include "support/error_of.hpp"
 #include "support/test_targets.hpp"
 
 #include <gmock/gmock.h>
@@ -52,16 +53,7 @@ class MetricDelta {
   std::uint64_t start_;
 };
 
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), HasSubstr(std::string(p)));
-  }
-}
+using xdev_test::expect_error;
 
 // ---- DenseGather ----------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@
 #include <xdev/spmd/mesh.hpp>
 
 #include "spmd/algorithms.hpp"
+#include "support/error_of.hpp"
 #include "support/manual_backend.hpp"
 
 #include <boost/asio/bind_executor.hpp>
@@ -201,17 +202,7 @@ void expect_memory_returns_to(const Mesh& mesh, const std::vector<std::size_t>& 
   EXPECT_EQ(memory_in_use(mesh), baseline);
 }
 
-// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.condition(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), HasSubstr(std::string(p)));
-  }
-}
+using xdev_test::expect_error;
 
 class Collectives : public ::testing::Test {
  protected:

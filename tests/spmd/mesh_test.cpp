@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "support/error_of.hpp"
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -27,17 +29,7 @@ using Host = xdev::backends::Host;
 using xdev::AnyDevice;
 using xdev::spmd::Mesh;
 
-// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), HasSubstr(std::string(p)));
-  }
-}
+using xdev_test::expect_error;
 
 class MeshTest : public ::testing::Test {
  protected:

@@ -16,6 +16,8 @@
 #include <string_view>
 #include <vector>
 
+#include "support/error_of.hpp"
+
 namespace {
 
 using ::testing::ElementsAre;
@@ -25,17 +27,7 @@ using xdev::spmd::PartitionSpec;
 using xdev::spmd::replicated;
 using Dims = std::vector<std::vector<std::string>>;
 
-// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), HasSubstr(std::string(p)));
-  }
-}
+using xdev_test::expect_error;
 
 // ---- construction -----------------------------------------------------------------------------
 

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/error_of.hpp"
+
 namespace {
 
 using ::testing::Each;
@@ -38,17 +40,7 @@ using xdev::spmd::replicated;
 using xdev::spmd::Sharding;
 using CopyRun = std::tuple<std::size_t, std::size_t, std::size_t>;  // src offset, dst offset, count
 
-// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), HasSubstr(std::string(p)));
-  }
-}
+using xdev_test::expect_error;
 
 std::vector<CopyRun> runs_of(const IndexBox& region, const IndexBox& src, const IndexBox& dst) {
   std::vector<CopyRun> out;
