@@ -28,14 +28,11 @@ struct DeviceTimes {
 };
 
 namespace detail {
-// In the static TLS block even in a dlopen'ed plugin ("initial-exec"): a runtime's own threads
-// (PoCL's callback thread) set it there, and a dynamically allocated TLS block on such a thread
-// made LeakSanitizer's exit scan crash (GCC 12's, glibc 2.36). 24 bytes of the static surplus.
-#if defined(__GNUC__)
-inline thread_local std::optional<DeviceTimes> completing_device_times __attribute__((tls_model("initial-exec")));
-#else
+// The default TLS model, never "initial-exec": that model on one variable puts the whole module's
+// thread-local storage into the static TLS block, and a dlopen'ed plugin whose block does not fit
+// the loader's small surplus then fails to load (the CUDA plugin, 8 KiB with the static CUDA
+// runtime: "cannot allocate memory in static TLS block").
 inline thread_local std::optional<DeviceTimes> completing_device_times;
-#endif
 /// What the backend reported for the completion now being called (once: it is cleared).
 inline std::optional<DeviceTimes> take_device_times() noexcept {
   return std::exchange(completing_device_times, std::nullopt);
