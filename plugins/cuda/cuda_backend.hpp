@@ -16,8 +16,8 @@
 ///   submission order (polling `cudaEventQuery` for 2 ms, about every microsecond for the last
 ///   operation queued and every 4 us while more wait behind it, then every 10 us between short
 ///   sleeps); `XDEV_CUDA_COMPLETION=host_func` reports
-///   through `cudaLaunchHostFunc` instead (the host function hands the record to the same
-///   thread, since CUDA forbids CUDA calls inside it). docs/cuda.md compares the two.
+///   through `cudaLaunchHostFunc` instead (the host function marks the record arrived, and the
+///   same thread reports it, since CUDA forbids CUDA calls inside it). docs/cuda.md compares the two.
 /// - Transfers: `cudaMemcpyAsync`. Page-locked host memory is used directly; pageable memory goes
 ///   through pinned staging buffers (kept for reuse), copied in and out in stream order by host
 ///   functions, so that a copy never reads or writes host memory before the stream's earlier work.
@@ -27,7 +27,9 @@
 ///   everything else, is the plugin's own kernels).
 /// - Errors: every failed CUDA or cuBLAS call is an `xdev::error` naming the call and the status
 ///   (cuda_error.hpp). A sticky error (an illegal address in a kernel, ...) marks the device lost:
-///   every pending and later operation fails with `errc::unavailable` and the original message.
+///   every pending and later operation fails with `errc::unavailable` and the original message,
+///   host tasks and host-function completions the stream will never reach included (the
+///   completion thread checks the device's health while it waits for one).
 #pragma once
 
 #include "cuda_error.hpp"
@@ -218,6 +220,11 @@ struct Pending {
   void* staging = nullptr;
   std::size_t staging_size = 0;
   cudaEvent_t event = nullptr;  // poll mode: recorded after the operation
+  // host_func mode: the stream reached the operation (arrived) or, after the device was lost, its
+  // failure was reported without it (abandoned: the host function deletes it if it ever runs).
+  // Changed under the device's lock.
+  enum class State : std::uint8_t { outstanding, arrived, abandoned };
+  std::atomic<State> state{State::outstanding};
 };
 
 // A pageable host copy in stream order (a host function's argument): `to` <- `from`.
@@ -429,12 +436,26 @@ class Cuda {
     gate->task = std::move(task);
     gate->done = std::move(done);
     gate->worker = host_worker_.get();
+    gate->dev = &d;
     Gate* raw = gate.release();
+    {
+      std::lock_guard lk(d.m);
+      d.gates.push_back(raw);
+    }
     const cudaError_t e = cudaLaunchHostFunc(s, &Cuda::run_gate, raw);
     if (e != cudaSuccess) {
       std::unique_ptr<Gate> back(raw);  // not enqueued: still ours
+      bool reported = false;
+      {
+        std::lock_guard lk(d.m);
+        reported = raw->abandoned;  // the device was lost meanwhile and its failure was reported
+        std::erase(d.gates, raw);
+      }
+      if (reported) return;
       check(d, e, "host task", "cudaLaunchHostFunc");
     }
+    std::lock_guard lk(d.m);
+    if (d.sleeping) d.cv.notify_one();  // its completion thread now watches the device's health
   }
 
   // ---- native queues (concepts::NativeQueues) -----------------------------------------------
@@ -768,6 +789,7 @@ class Cuda {
   [[nodiscard]] cudaStream_t current_stream(std::size_t device) { return queue_of(dev(device)); }
 
  private:
+  struct Gate;
   struct Dev {
     DeviceInfo info;
     std::string label;                    // "CUDA:0"
@@ -791,16 +813,24 @@ class Cuda {
     bool sleeping = false;  // the completion thread waits on `cv` (else it polls `done_queue`)
     std::thread completer;
 
+    // Host tasks whose host function has not run yet (under `m`): reported failed if the device
+    // is lost, since a stream stops running host functions after a sticky error.
+    std::vector<Gate*> gates;
+
     // Set once a sticky error was seen: every later call fails with it.
     std::atomic<bool> lost{false};
     std::string lost_message;  // written once before `lost` is set
   };
 
-  // A host task and its completion, held by the host function that gates the stream.
+  // A host task and its completion, held by the host function that gates the stream. Listed in
+  // its device's `gates` until the task ran; if the device is lost first, the completion thread
+  // reports the task failed (`abandoned`) and the host function, should it still run, only frees it.
   struct Gate {
     xdev::HostTask task;
     xdev::Completion done;
     xdev::SerialWorker* worker = nullptr;
+    Dev* dev = nullptr;
+    bool abandoned = false;  // under dev->m
     std::mutex m;
     std::condition_variable cv;
     bool ran = false;
@@ -812,19 +842,28 @@ class Cuda {
   static void CUDART_CB run_gate(void* user) {
     Gate* g = static_cast<Gate*>(user);
     g->worker->post([g]() mutable {
-      std::exception_ptr e;
-      try {
-        g->task();
-      } catch (...) {
-        e = std::current_exception();
+      xdev::Completion done;
+      {
+        std::lock_guard lk(g->dev->m);
+        if (!g->abandoned) {
+          done = std::move(g->done);
+          std::erase(g->dev->gates, g);
+        }
       }
-      auto done = std::move(g->done);
+      std::exception_ptr e;
+      if (done) {
+        try {
+          g->task();
+        } catch (...) {
+          e = std::current_exception();
+        }
+      }
       {
         std::lock_guard lk(g->m);
         g->ran = true;
         g->cv.notify_one();  // under the lock: the gate's owner deletes it once it saw `ran`
       }
-      done(std::move(e));
+      if (done) done(std::move(e));
     });
     std::unique_lock lk(g->m);
     g->cv.wait(lk, [g] { return g->ran; });
@@ -860,12 +899,21 @@ class Cuda {
     return d;
   }
 
-  // Marks the device lost after a sticky error (first message wins).
-  void mark_lost(Dev& d, const std::string& message) {
+  // Marks the device lost after a sticky error (first message wins), and wakes its completion
+  // thread, which then reports what the stream will never reach.
+  static void mark_lost(Dev& d, const std::string& message) {
     std::lock_guard lk(d.m);
     if (d.lost.load()) return;
     d.lost_message = message;
     d.lost.store(true, std::memory_order_release);
+    d.cv.notify_all();
+  }
+
+  // Whether the device's context still works: a sticky error (from a kernel on any stream) is
+  // returned by every later call, a query of the device's own stream included.
+  static void check_health(Dev& d) {
+    const cudaError_t e = cudaStreamQuery(d.stream);
+    if (cuda_sticky(e)) mark_lost(d, cuda_failure(d.label, "cudaStreamQuery", e).what());
   }
 
   void check(Dev& d, cudaError_t e, std::string_view op, std::string_view call) {
@@ -987,7 +1035,8 @@ class Cuda {
   }
 
   // Hands the operation's completion to the device's completion thread: an event recorded now
-  // (poll mode) or a host function that queues the record when the stream reaches it.
+  // (poll mode) or a host function that marks the record arrived when the stream reaches it. The
+  // record joins the device's queue in submission order either way.
   void complete_on(Dev& d, cudaStream_t s, std::unique_ptr<detail::Pending> p) {
     if (mode_ == CompletionMode::host_func) {
       struct Hop {
@@ -999,17 +1048,17 @@ class Cuda {
           s,
           [](void* u) {
             std::unique_ptr<Hop> h(static_cast<Hop*>(u));
-            std::lock_guard lk(h->d->m);
-            h->d->done_queue.push_back(h->p);
-            h->d->queued.fetch_add(1, std::memory_order_release);
-            h->d->cv.notify_one();
+            arrive(*h->d, h->p);
           },
           hop);
       if (e != cudaSuccess) {
         delete hop;
         check(d, e, p->op, "cudaLaunchHostFunc");
       }
-      p.release();  // the host function's, then the completion thread's
+      std::lock_guard lk(d.m);
+      d.done_queue.push_back(p.release());  // the completion thread's (or the host function's, if abandoned)
+      d.queued.fetch_add(1, std::memory_order_release);
+      if (d.sleeping) d.cv.notify_one();
       return;
     }
     cudaEvent_t ev = nullptr;
@@ -1034,29 +1083,53 @@ class Cuda {
     if (d.sleeping) d.cv.notify_one();  // a polling completion thread sees it without a wake-up
   }
 
-  // The completion thread of a device: waits for each record's event in order and reports it.
+  // host_func mode: the stream reached record `p` (CUDA's host-function thread; no CUDA calls).
+  // A record the completion thread has given up on (the device was lost) is only freed.
+  static void arrive(Dev& d, detail::Pending* p) {
+    {
+      std::lock_guard lk(d.m);
+      if (p->state.load(std::memory_order_relaxed) != detail::Pending::State::abandoned) {
+        p->state.store(detail::Pending::State::arrived, std::memory_order_release);
+        if (d.sleeping) d.cv.notify_one();
+        return;
+      }
+    }
+    delete p;
+  }
+
+  using Lock = std::unique_lock<xdev::detail::SpinMutex>;
+
+  // The completion thread of a device: reports each record in submission order once its event
+  // completed (poll) or its host function ran (host_func). A stream stops at a sticky error and
+  // never runs its later host functions, so while any wait on one the thread checks the device's
+  // health every `health_poll`; once the device is lost it reports those records and pending host
+  // tasks as failed with the original error instead of waiting for them.
   void serve_completions(Dev& d) {
     select(d);
 #if defined(__linux__)
     prctl(PR_SET_TIMERSLACK, 1000UL);  // its short sleeps end within a microsecond of their time
 #endif
-    std::unique_lock lk(d.m);
+    Lock lk(d.m);
     while (true) {
+      if (d.lost.load(std::memory_order_acquire) && !d.gates.empty()) fail_gates(d, lk);
       if (d.done_queue.empty() && !d.stopping) {
-        // The next operation usually follows within microseconds: look for it for a while
-        // before sleeping, so that submitting it costs no wake-up.
-        // (It reads the queue's size without the lock, which the submitting thread takes.)
-        using clock = std::chrono::steady_clock;
-        const auto until = clock::now() + idle_poll;
-        lk.unlock();
-        while (d.queued.load(std::memory_order_acquire) == 0 && clock::now() < until) xdev::detail::cpu_relax();
-        lk.lock();
-        d.sleeping = true;
-        d.cv.wait(lk, [&] { return d.stopping || !d.done_queue.empty(); });
-        d.sleeping = false;
+        idle_wait(d, lk);
+        continue;
       }
       if (d.done_queue.empty()) return;  // stopping, and everything was reported
       detail::Pending* p = d.done_queue.front();
+      if (p->event == nullptr && !await_arrival(d, lk, *p)) {
+        // Lost before the stream reached it: from now on the record is its host function's.
+        d.done_queue.pop_front();
+        d.queued.fetch_sub(1, std::memory_order_relaxed);
+        p->state.store(detail::Pending::State::abandoned, std::memory_order_relaxed);
+        auto done = std::move(p->done);
+        auto failure = lost_error(d, *p->label + ": " + p->op);
+        lk.unlock();
+        done(std::move(failure));
+        lk.lock();
+        continue;
+      }
       lk.unlock();
       cudaError_t status = cudaSuccess;
       if (p->event != nullptr) status = wait_for_event(d, p->event);
@@ -1075,6 +1148,80 @@ class Cuda {
       deliver(d, p, status);
       lk.lock();
     }
+  }
+
+  static std::exception_ptr lost_error(const Dev& d, const std::string& what) {
+    return std::make_exception_ptr(
+        xdev::error(xdev::errc::unavailable, what + ": " + d.label + " is lost: " + d.lost_message));
+  }
+
+  // Nothing queued: waits (holding `lk` on return) for a record, for the end, or, while host tasks
+  // are pending, for the device to be lost. The next operation usually follows within
+  // microseconds, so it looks for one for a while before sleeping (then submitting costs no
+  // wake-up; it reads the queue's size without the lock, which the submitting thread takes).
+  void idle_wait(Dev& d, Lock& lk) {
+    using clock = std::chrono::steady_clock;
+    const auto until = clock::now() + idle_poll;
+    lk.unlock();
+    while (d.queued.load(std::memory_order_acquire) == 0 && clock::now() < until) xdev::detail::cpu_relax();
+    lk.lock();
+    while (!d.stopping && d.done_queue.empty()) {
+      if (d.lost.load(std::memory_order_acquire)) {
+        if (!d.gates.empty()) fail_gates(d, lk);
+        d.sleeping = true;
+        d.cv.wait(lk);
+        d.sleeping = false;
+        continue;
+      }
+      d.sleeping = true;
+      const bool watch = !d.gates.empty();
+      const bool timed_out = watch ? d.cv.wait_for(lk, health_poll) == std::cv_status::timeout : (d.cv.wait(lk), false);
+      d.sleeping = false;
+      if (timed_out) {
+        lk.unlock();
+        check_health(d);
+        lk.lock();
+      }
+    }
+  }
+
+  // host_func mode: waits (holding `lk` on entry and return) until the stream reached `p`; false
+  // if the device was lost first.
+  bool await_arrival(Dev& d, Lock& lk, const detail::Pending& p) {
+    using State = detail::Pending::State;
+    if (p.state.load(std::memory_order_acquire) == State::outstanding) {
+      using clock = std::chrono::steady_clock;
+      const auto until = clock::now() + idle_poll;
+      lk.unlock();
+      while (p.state.load(std::memory_order_acquire) == State::outstanding && clock::now() < until)
+        xdev::detail::cpu_relax();
+      lk.lock();
+    }
+    while (p.state.load(std::memory_order_acquire) == State::outstanding) {
+      if (d.lost.load(std::memory_order_acquire)) return false;
+      d.sleeping = true;
+      const bool timed_out = d.cv.wait_for(lk, health_poll) == std::cv_status::timeout;
+      d.sleeping = false;
+      if (timed_out && p.state.load(std::memory_order_acquire) == State::outstanding) {
+        lk.unlock();
+        check_health(d);
+        lk.lock();
+      }
+    }
+    return true;
+  }
+
+  // The device is lost: every host task whose host function has not run is reported failed.
+  static void fail_gates(Dev& d, Lock& lk) {
+    std::vector<xdev::Completion> dones;
+    for (Gate* g : d.gates) {
+      g->abandoned = true;  // its host function, if it ever runs, only frees it
+      dones.push_back(std::move(g->done));
+    }
+    d.gates.clear();
+    lk.unlock();
+    for (auto& done : dones) done(lost_error(d, d.label + ": host task"));
+    lk.lock();
   }
 
   // Waits for `ev`: polling `cudaEventQuery` for `spin_limit` (as `cudaStreamSynchronize` spins
@@ -1220,6 +1367,8 @@ class Cuda {
   static constexpr std::chrono::microseconds sleep_poll{10};
   // How long the completion thread looks for the next operation before it sleeps.
   static constexpr std::chrono::microseconds idle_poll{100};
+  // How often it checks the device's health while waiting for a host function.
+  static constexpr std::chrono::milliseconds health_poll{10};
 
   CompletionMode mode_ = CompletionMode::poll;
   std::vector<std::unique_ptr<Dev>> devices_;

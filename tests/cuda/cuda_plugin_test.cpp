@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
@@ -50,7 +51,71 @@ using xdev_test::ScopedEnv;
 // It comes first in this file, before this process made a CUDA context of its own: with the other
 // tests' context held here, the child's could not be made on an H100 machine ("cudaSetDevice
 // failed: cudaErrorMemoryAllocation").
-TEST(CudaFault, AnIllegalAddressMarksTheDeviceLostAndNothingHangs) {
+// The fault scenario, run in the child: 0 when everything was reported as it should be, else a
+// code naming what went wrong (3: a hang). With `host_tasks`, the stream is first held by a host
+// task until the faulting fill and a second host task are queued behind it (so the device cannot be
+// lost before they are): the stream never reaches that second task, whose host function never
+// runs, and it must fail instead of waiting forever.
+int fault_scenario(bool host_tasks) {
+  int code = 0;
+  {
+    Cuda b;
+    // A completion as a future.
+    auto completion = [](std::promise<void>& p) {
+      return xdev::Completion([&p](std::exception_ptr ep) {
+        if (ep)
+          p.set_exception(ep);
+        else
+          p.set_value();
+      });
+    };
+    auto lost = [](std::future<void>& f, const char* what) {
+      if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) std::_Exit(3);  // a hang
+      try {
+        f.get();
+        return 4;  // the fault went unreported
+      } catch (const xdev::error& e) {
+        if (e.code() != xdev::errc::unavailable || std::string(e.what()).find(what) == std::string::npos) {
+          std::fprintf(stderr, "unexpected failure: %s\n", e.what());
+          return 5;
+        }
+      }
+      return 0;
+    };
+    std::promise<void> hold, held_done, fill_done, behind_done;
+    auto held = held_done.get_future();
+    auto fill = fill_done.get_future();
+    auto behind = behind_done.get_future();
+    std::atomic<bool> behind_ran{false};
+    if (host_tasks) {
+      b.execute(
+          0, [release = hold.get_future().share()] { release.wait(); }, completion(held_done));
+    }
+    b.fill(0, xdev::ops::FillArgs<float, void*>{reinterpret_cast<void*>(0x100), 1 << 20, 1.0f}, completion(fill_done));
+    if (host_tasks) {
+      b.execute(
+          0, [&behind_ran] { behind_ran = true; }, completion(behind_done));
+      hold.set_value();
+      if (held.wait_for(std::chrono::seconds(20)) != std::future_status::ready) std::_Exit(3);
+      held.get();
+    }
+    code = lost(fill, "cudaErrorIllegalAddress");
+    if (code == 0 && host_tasks) {
+      code = lost(behind, "CUDA:0 is lost");
+      if (code == 0 && behind_ran) code = 8;  // a task ran behind the fault
+    }
+    try {
+      b.allocate(0, 16);
+      if (code == 0) code = 6;  // the lost device still allocated
+    } catch (const xdev::error& e) {
+      if (e.code() != xdev::errc::unavailable || std::string(e.what()).find("CUDA:0 is lost") == std::string::npos)
+        code = 7;
+    }
+  }
+  return code;
+}
+
+void expect_fault_reported(const char* completion_mode, bool host_tasks) {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     if (cuda_required()) FAIL() << "CUDA is required (XDEV_TEST_DEVICES) but no device is there";
@@ -59,39 +124,42 @@ TEST(CudaFault, AnIllegalAddressMarksTheDeviceLostAndNothingHangs) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        int code = 0;
-        {
-          Cuda b;
-          std::promise<void> done;
-          auto f = done.get_future();
-          b.fill(0, xdev::ops::FillArgs<float, void*>{reinterpret_cast<void*>(0x100), 1 << 20, 1.0f},
-                 xdev::Completion([&done](std::exception_ptr ep) {
-                   if (ep)
-                     done.set_exception(ep);
-                   else
-                     done.set_value();
-                 }));
-          if (f.wait_for(std::chrono::seconds(20)) != std::future_status::ready) std::_Exit(3);  // a hang
-          try {
-            f.get();
-            code = 4;  // the fault went unreported
-          } catch (const xdev::error& e) {
-            if (e.code() != xdev::errc::unavailable ||
-                std::string(e.what()).find("cudaErrorIllegalAddress") == std::string::npos)
-              code = 5;
-          }
-          try {
-            b.allocate(0, 16);
-            code = 6;  // the lost device still allocated
-          } catch (const xdev::error& e) {
-            if (e.code() != xdev::errc::unavailable ||
-                std::string(e.what()).find("CUDA:0 is lost") == std::string::npos)
-              code = 7;
-          }
-        }
-        std::exit(code);
+        ::setenv("XDEV_CUDA_COMPLETION", completion_mode, 1);
+        std::exit(fault_scenario(host_tasks));
       },
       ::testing::ExitedWithCode(0), "");
+}
+
+TEST(CudaFault, AnIllegalAddressMarksTheDeviceLostAndNothingHangs) {
+  expect_fault_reported("poll", false);
+}
+
+// A stream stops at a sticky error and never runs a host function behind it: the operation's
+// completion comes from the completion thread's health check instead (this hung until 2026-11).
+TEST(CudaFault, AndSoWithHostFunctionCompletions) {
+  expect_fault_reported("host_func", false);
+}
+
+// A host task queued behind the fault fails with the device lost and never runs (it hung).
+TEST(CudaFault, AHostTaskBehindTheFaultFailsInsteadOfHanging) {
+  expect_fault_reported("poll", true);
+}
+TEST(CudaFault, AHostTaskBehindTheFaultFailsWithHostFunctionCompletionsToo) {
+  expect_fault_reported("host_func", true);
+}
+
+// The plugin loads in any process, GPU or not (CI has none): the dynamic loader once refused it
+// everywhere ("cannot allocate memory in static TLS block") after one of xdev's thread_locals was
+// given the initial-exec model, which puts the plugin's whole TLS, the static CUDA runtime's 8 KiB
+// included, into the loader's small static surplus.
+TEST(CudaPlugin, LoadsInAnyProcess) {
+  const auto& found = xdev::Registry::global().discovery();
+  const xdev::plugin::Candidate* cuda = nullptr;
+  for (const auto& c : found.candidates)
+    if (c.path.filename() == "libxdev_plugin_cuda.so") cuda = &c;
+  ASSERT_NE(cuda, nullptr) << "libxdev_plugin_cuda.so is not in the plugin search path (XDEV_PLUGIN_PATH)";
+  EXPECT_EQ(cuda->status, xdev::plugin::CandidateStatus::loaded) << cuda->reason;
+  EXPECT_EQ(cuda->name, "CUDA");
 }
 
 TEST(CudaErrors, StatusesAreReportedByNameWithTheCall) {
