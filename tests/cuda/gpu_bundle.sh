@@ -33,7 +33,7 @@ cp "$build/plugins/libxdev_plugin_cuda.so" "$bundle/plugins/"
 # What the dynamic loader resolves outside glibc, libstdc++, libgcc and CUDA's own libraries.
 for f in "${programs[@]}" "$build/plugins/libxdev_plugin_cuda.so"; do
   ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// {print $3}'
-done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*)\.so|/libcu[a-z]*\.so|/usr/local/cuda' |
+done | sort -u | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt)\.so|/usr/local/cuda' |
   while read -r lib; do cp -L "$lib" "$bundle/lib/"; done
 strip "$bundle"/xdev* "$bundle"/bench_cuda "$bundle"/data_parallel_linear "$bundle"/plugins/*.so "$bundle"/lib/*.so* 2>/dev/null || true
 
