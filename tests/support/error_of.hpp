@@ -1,16 +1,12 @@
 // error_of(f): runs `f`, which must throw an xdev::error, and returns that error (a test failure,
 // and an `internal` placeholder, when it throws none) so that its code and text can be checked.
-// expect_error(code, f, parts): the same, checked in one line.
+// expect_error(code, f, parts): the same, checked in one line (the public one).
 #pragma once
 
 #include <xdev/core/error.hpp>
+#include <xdev/testing/expect_error.hpp>
 
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <initializer_list>
-#include <string>
-#include <string_view>
 
 namespace xdev_test {
 
@@ -25,16 +21,7 @@ xdev::error error_of(F&& f) {
   return xdev::error(xdev::errc::internal, "none");
 }
 
-/// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.condition(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), ::testing::HasSubstr(std::string(p)));
-  }
-}
+/// The public check (<xdev/testing/expect_error.hpp>).
+using xdev::testing::expect_error;
 
 }  // namespace xdev_test

@@ -13,6 +13,7 @@
 #include <xdev/random/stream.hpp>
 #include <xdev/testing/arrays.hpp>
 #include <xdev/testing/device_test.hpp>
+#include <xdev/testing/expect_error.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -78,20 +79,6 @@ std::vector<T> small_ints(std::size_t n, unsigned seed, int r = 3) {
   std::vector<T> v(n);
   for (auto& x : v) x = static_cast<T>(d(g));
   return v;
-}
-
-// Calls `f`, which must throw xdev::error `code` whose message contains every string in `parts`.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string_view> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (auto p : parts) EXPECT_THAT(e.what(), ::testing::HasSubstr(std::string(p)));
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected xdev::error, got: " << e.what();
-  }
 }
 
 // The values of every `fallback.*` counter.
