@@ -7,6 +7,7 @@
 #include <xdev/ops/ops.hpp>
 #include <xdev/plugin/plugin_backend.hpp>
 #include <xdev/testing/arrays.hpp>
+#include <xdev/testing/expect_error.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -36,25 +37,11 @@
 namespace {
 
 using plugin_abi_test::load;
-using ::testing::HasSubstr;
 using xdev::plugin::PluginBackend;
 using xdev::testing::to_device;
 using xdev::testing::to_host;
 using Runtime = xdev::Runtime<PluginBackend>;
-
-// Calls `f`, which must throw xdev::error `code` whose message contains every part.
-template <class F>
-void expect_error(xdev::errc code, F&& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception was thrown";
-  } catch (const xdev::error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    for (const auto& p : parts) EXPECT_THAT(e.what(), HasSubstr(p));
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected xdev::error, got: " << e.what();
-  }
-}
+using xdev::testing::expect_error;
 
 std::map<std::string, std::uint64_t> fallbacks() {
   std::map<std::string, std::uint64_t> out;
