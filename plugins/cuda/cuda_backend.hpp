@@ -802,7 +802,8 @@ class Cuda {
 
     // Completions, in submission order, served by `completer`. The submitting thread and the
     // completion thread both take `m` for every operation: a spinning lock, which never puts
-    // either to sleep in the kernel (`cv` only when the completion thread is idle).
+    // either to sleep in the kernel (`cv` only when the completion thread is idle, or waits for a
+    // host function in 10 ms steps between health checks).
     xdev::detail::SpinMutex m;
     std::condition_variable_any cv;
     std::deque<detail::Pending*> done_queue;
@@ -810,7 +811,7 @@ class Cuda {
     xdev::detail::SpinMutex events_m;
     std::vector<cudaEvent_t> events;  // recycled (under events_m)
     bool stopping = false;
-    bool sleeping = false;  // the completion thread waits on `cv` (else it polls `done_queue`)
+    bool sleeping = false;  // the completion thread waits on `cv` (else it polls): notify it
     std::thread completer;
 
     // Host tasks whose host function has not run yet (under `m`): reported failed if the device
