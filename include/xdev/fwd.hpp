@@ -44,6 +44,8 @@ template <class Backend>
 class Device;
 template <class T, class Backend>
 class Buffer;
+template <class T, class Backend>
+class ArrayView;
 template <class Backend>
 class Stream;
 class Event;

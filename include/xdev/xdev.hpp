@@ -54,6 +54,7 @@
 #include <xdev/kernels/thread_pool.hpp>
 #include <xdev/memory/allocator.hpp>
 #include <xdev/memory/array.hpp>
+#include <xdev/memory/array_view.hpp>
 #include <xdev/memory/buffer.hpp>
 #include <xdev/ops/autocast.hpp>
 #include <xdev/ops/convert.hpp>

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <xdev/any/detail/model.hpp>
+#include <xdev/async/detail/fan_in.hpp>
 #include <xdev/async/detail/op_chain.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>
@@ -33,6 +34,7 @@
 #include <xdev/fwd.hpp>
 #include <xdev/memory/allocator.hpp>
 #include <xdev/memory/array.hpp>
+#include <xdev/memory/array_view.hpp>
 #include <xdev/memory/buffer.hpp>
 #include <xdev/ops/dispatch.hpp>
 #include <xdev/ops/fallback.hpp>
@@ -66,6 +68,10 @@ using AnyBuffer = Buffer<T, detail::erased_backend>;
 /// portable ops take with an `AnyDevice` or `AnyStream` queue.
 template <class T>
 using AnyArray = Array<T, detail::erased_backend>;
+
+/// A window onto an `AnyArray<T>` (`ArrayView<T, detail::erased_backend>`; `xdev::slice` makes one).
+template <class T>
+using AnyArrayView = ArrayView<T, detail::erased_backend>;
 
 /// One device of any backend: a shared pointer to an erased model of a `Device<B>`. Copying it
 /// copies that pointer. Two `AnyDevice`s are equal when they name the same device of the same
@@ -202,6 +208,14 @@ class AnyDevice {
   /// As above, from an array's buffer.
   template <class T, class Token = const use_future_t&>
   auto copy_to_host(const AnyArray<T>& src, std::span<T> dst, Token&& token = use_future) const;
+  /// As above, into a window of an array (`xdev::slice`).
+  template <class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T>) auto copy_to_device(std::span<const T> src, const AnyArrayView<T>& dst,
+                                                    Token&& token = use_future) const;
+  /// As above, from a window of an array (`xdev::slice`).
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const AnyArrayView<T>& src, std::span<std::remove_const_t<T>> dst,
+                    Token&& token = use_future) const;
   /// `default_stream().copy(src, dst, token)` (device→device, within one runtime).
   template <class T, class Token = const use_future_t&>
   auto copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token = use_future) const;
@@ -356,6 +370,59 @@ class AnyStream : public detail::StreamCore {
         std::forward<Token>(token));
   }
 
+  /// Copies the elements of the window `src` into host memory `dst`, densely in the view's
+  /// row-major order: one backend transfer per contiguous run (one for a contiguous view).
+  /// \throws xdev::error `errc::invalid_argument` when sizes differ or `src` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const AnyArrayView<T>& src, std::span<std::remove_const_t<T>> dst,
+                    Token&& token = use_future) const {
+    check_same_device(src.device(), "copy_to_host: source");
+    check_sizes("copy_to_host", src.size(), dst.size());
+    using V = std::remove_const_t<T>;
+    auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(), dst = dst.data()](Completion done) {
+      const std::size_t run = layout.run_length();
+      dev.queue()->note_transfer(TransferDirection::to_host, layout.numel() * sizeof(V));
+      detail::start_parts(
+          layout.run_count(),
+          [&](std::size_t r, Completion part) {
+            dev.model().copy_to_host(h, layout.run_offset(r) * sizeof(V), dst + r * run, run * sizeof(V),
+                                     std::move(part));
+          },
+          dev.keep_alive(std::move(done)));
+    };
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_host",
+                                                                      nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
+  }
+
+  /// Copies host memory `src` (dense, in the view's row-major order) into the window `dst`: one
+  /// backend transfer per contiguous run.
+  /// \throws xdev::error `errc::invalid_argument` when sizes differ or `dst` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T>) auto copy_to_device(std::span<const T> src, const AnyArrayView<T>& dst,
+                                                    Token&& token = use_future) const {
+    check_same_device(dst.device(), "copy_to_device: destination");
+    check_sizes("copy_to_device", src.size(), dst.size());
+    auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), layout = dst.layout()](Completion done) {
+      const std::size_t run = layout.run_length();
+      dev.queue()->note_transfer(TransferDirection::from_host, layout.numel() * sizeof(T));
+      detail::start_parts(
+          layout.run_count(),
+          [&](std::size_t r, Completion part) {
+            dev.model().copy_to_device(src + r * run, h, layout.run_offset(r) * sizeof(T), run * sizeof(T),
+                                       std::move(part));
+          },
+          dev.keep_alive(std::move(done)));
+    };
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_device",
+                                                                      nullptr, dst.size_bytes()}),
+        std::forward<Token>(token));
+  }
+
   /// Copies `src` into `dst` (device→device); either may be on another device of the same runtime,
   /// but one of them must be on this stream's device. Sizes must match.
   /// \throws xdev::error `errc::invalid_argument` naming the devices when neither is on this
@@ -445,6 +512,17 @@ auto AnyDevice::copy_to_host(const AnyBuffer<T>& src, std::span<T> dst, Token&& 
 template <class T, class Token>
 auto AnyDevice::copy_to_host(const AnyArray<T>& src, std::span<T> dst, Token&& token) const {
   return default_stream().copy_to_host(src.buffer(), dst, std::forward<Token>(token));
+}
+
+template <class T, class Token>
+requires(!std::is_const_v<T>) auto AnyDevice::copy_to_device(std::span<const T> src, const AnyArrayView<T>& dst,
+                                                             Token&& token) const {
+  return default_stream().copy_to_device(src, dst, std::forward<Token>(token));
+}
+
+template <class T, class Token>
+auto AnyDevice::copy_to_host(const AnyArrayView<T>& src, std::span<std::remove_const_t<T>> dst, Token&& token) const {
+  return default_stream().copy_to_host(src, dst, std::forward<Token>(token));
 }
 
 template <class T, class Token>

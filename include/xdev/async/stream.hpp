@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/async/detail/event_nodes.hpp>
+#include <xdev/async/detail/fan_in.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/queue.hpp>
 #include <xdev/async/submit.hpp>
@@ -252,6 +253,60 @@ class Stream : public detail::StreamCore {
         queue_, chain_, nullptr,
         detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_host",
                                                                       nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
+  }
+
+  /// Copies the elements of the window `src` (an `ArrayView`, see `xdev::slice`) into host memory
+  /// `dst`, densely in the view's row-major order: one backend transfer per contiguous run of the
+  /// window (one for a contiguous view). Sizes must match.
+  /// \throws xdev::error `errc::invalid_argument` when they differ or `src` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const ArrayView<T, B>& src, std::span<std::remove_const_t<T>> dst,
+                    Token&& token = use_future) const {
+    check_same_device(src.device(), "copy_to_host: source");
+    check_sizes("copy_to_host", src.size(), dst.size());
+    using V = std::remove_const_t<T>;
+    auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(), dst = dst.data()](Completion done) {
+      const std::size_t run = layout.run_length();
+      dev.queue()->note_transfer(TransferDirection::to_host, layout.numel() * sizeof(V));
+      detail::start_parts(
+          layout.run_count(),
+          [&](std::size_t r, Completion part) {
+            dev.backend().copy_to_host(dev.ordinal(), h, layout.run_offset(r) * sizeof(V), dst + r * run,
+                                       run * sizeof(V), std::move(part));
+          },
+          std::move(done));
+    };
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_host",
+                                                                      nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
+  }
+
+  /// Copies host memory `src` into the window `dst` (host→device): `src` is dense, in the view's
+  /// row-major order; one backend transfer per contiguous run of the window. Sizes must match.
+  /// \throws xdev::error `errc::invalid_argument` when they differ or `dst` is not on this stream's device.
+  template <class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T>) auto copy_to_device(std::span<const T> src, const ArrayView<T, B>& dst,
+                                                    Token&& token = use_future) const {
+    check_same_device(dst.device(), "copy_to_device: destination");
+    check_sizes("copy_to_device", src.size(), dst.size());
+    auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), layout = dst.layout()](Completion done) {
+      const std::size_t run = layout.run_length();
+      dev.queue()->note_transfer(TransferDirection::from_host, layout.numel() * sizeof(T));
+      detail::start_parts(
+          layout.run_count(),
+          [&](std::size_t r, Completion part) {
+            dev.backend().copy_to_device(dev.ordinal(), src + r * run, h, layout.run_offset(r) * sizeof(T),
+                                         run * sizeof(T), std::move(part));
+          },
+          std::move(done));
+    };
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), detail::activity_tag{tools::Category::transfer, "copy_to_device",
+                                                                      nullptr, dst.size_bytes()}),
         std::forward<Token>(token));
   }
 

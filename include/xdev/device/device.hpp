@@ -177,6 +177,18 @@ class Device {
   auto copy_to_host(const Buffer<T, B>& src, std::span<T> dst, Token&& token = use_future) const {
     return default_stream().copy_to_host(src, dst, std::forward<Token>(token));
   }
+  /// `default_stream().copy_to_device(src, dst, token)` into a window (`xdev::slice`).
+  template <class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T>) auto copy_to_device(std::span<const T> src, const ArrayView<T, B>& dst,
+                                                    Token&& token = use_future) const {
+    return default_stream().copy_to_device(src, dst, std::forward<Token>(token));
+  }
+  /// `default_stream().copy_to_host(src, dst, token)` from a window (`xdev::slice`).
+  template <class T, class Token = const use_future_t&>
+  auto copy_to_host(const ArrayView<T, B>& src, std::span<std::remove_const_t<T>> dst,
+                    Token&& token = use_future) const {
+    return default_stream().copy_to_host(src, dst, std::forward<Token>(token));
+  }
   /// `default_stream().copy(src, dst, token)`.
   template <class T, class Token = const use_future_t&>
   auto copy(const Buffer<T, B>& src, Buffer<T, B>& dst, Token&& token = use_future) const {
