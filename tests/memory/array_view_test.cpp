@@ -285,6 +285,27 @@ TEST(StartParts, APartThatThrowsStopsTheRestAndIsReportedAfterTheStartedOnes) {
   EXPECT_TRUE(got != nullptr);
 }
 
+// A backend may complete a part inside the call that starts it. Completing the whole operation
+// there would let its runtime be destroyed while the starting thread is still inside that backend
+// call: `done` waits for the loop too.
+TEST(StartParts, PartsThatCompleteInsideTheirStartCompleteTheWholeOnlyAfterTheLoop) {
+  int calls = 0;
+  bool loop_over = false;
+  xdev::detail::start_parts(
+      3,
+      [&](std::size_t, xdev::Completion part) {
+        part(nullptr);
+        EXPECT_EQ(calls, 0) << "the operation completed inside a part's start";
+      },
+      [&](std::exception_ptr ep) {
+        ++calls;
+        loop_over = true;
+        EXPECT_FALSE(ep);
+      });
+  EXPECT_TRUE(loop_over);
+  EXPECT_EQ(calls, 1);
+}
+
 TEST(StartParts, NoPartsCompletesAtOnce) {
   int calls = 0;
   xdev::detail::start_parts(

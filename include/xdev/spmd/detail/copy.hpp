@@ -4,6 +4,7 @@
 #pragma once
 
 #include <xdev/any/any_device.hpp>
+#include <xdev/async/detail/fan_in.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/submit.hpp>
 #include <xdev/async/use_future.hpp>
@@ -15,7 +16,6 @@
 #include <cstddef>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -80,42 +80,11 @@ inline void start_copy(const CopyRegion& r, Completion done) {
 
 /// Starts every region at once and calls `done` once, when all have completed, with the first
 /// error any of them reported (the others still complete: nothing is left running on a buffer
-/// after `done`).
+/// after `done`). A region whose start throws ends the starting (`detail::start_parts`).
 inline void start_copies(std::vector<CopyRegion> regions, Completion done) {
-  if (regions.empty()) {
-    done(nullptr);
-    return;
-  }
-  struct Join {
-    std::atomic<std::size_t> left;
-    std::mutex m;
-    std::exception_ptr first;
-    Completion done;
-    void arrive(std::exception_ptr ep) {
-      if (ep) {
-        std::lock_guard lk(m);
-        if (!first) first = std::move(ep);
-      }
-      if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::exception_ptr e;
-        {
-          std::lock_guard lk(m);
-          e = first;
-        }
-        std::move(done)(std::move(e));
-      }
-    }
-  };
-  auto join = std::make_shared<Join>();
-  join->left.store(regions.size(), std::memory_order_relaxed);
-  join->done = std::move(done);
-  for (const auto& r : regions) {
-    try {
-      start_copy(r, [join](std::exception_ptr ep) { join->arrive(std::move(ep)); });
-    } catch (...) {
-      join->arrive(std::current_exception());
-    }
-  }
+  xdev::detail::start_parts(
+      regions.size(), [&](std::size_t i, Completion part) { start_copy(regions[i], std::move(part)); },
+      std::move(done));
 }
 
 /// Submits the copy of `regions` as one operation on `queue_device`'s default stream (in order
