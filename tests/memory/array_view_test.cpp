@@ -4,7 +4,7 @@
 #include "support/error_of.hpp"
 
 #include <xdev/any/any_device.hpp>
-#include <xdev/async/detail/fan_in.hpp>
+#include <xdev/async/detail/join.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/runtime.hpp>

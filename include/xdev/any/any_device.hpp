@@ -18,7 +18,7 @@
 #pragma once
 
 #include <xdev/any/detail/model.hpp>
-#include <xdev/async/detail/fan_in.hpp>
+#include <xdev/async/detail/join.hpp>
 #include <xdev/async/detail/op_chain.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>

@@ -3,7 +3,7 @@
 #pragma once
 
 #include <xdev/async/detail/event_nodes.hpp>
-#include <xdev/async/detail/fan_in.hpp>
+#include <xdev/async/detail/join.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/queue.hpp>
 #include <xdev/async/submit.hpp>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <xdev/any/any_device.hpp>
-#include <xdev/async/detail/fan_in.hpp>
+#include <xdev/async/detail/join.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/submit.hpp>
 #include <xdev/async/use_future.hpp>

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <xdev/any/any_device.hpp>
+#include <xdev/async/detail/join.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/submit.hpp>
 #include <xdev/backend/completion.hpp>
@@ -12,78 +13,16 @@
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 
-#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <utility>
 
 namespace xdev::spmd::detail {
 
-/// Counts the pieces of one operation's work and runs `then(first error)` once, on the thread
-/// where the last piece completed. It starts with one count, held by the code that adds pieces
-/// (`seal` drops it), so a piece that completes while others are still being added cannot end
-/// the join early; every piece completes (or fails) before `then` runs, so nothing is left
-/// running on a buffer that `then` frees.
-class Join : public std::enable_shared_from_this<Join> {
- public:
-  explicit Join(Completion then) : then_(std::move(then)) {}
-
-  /// The completion handler of one piece: xdev's own, so it may run inside the call that
-  /// submitted the piece (`completes_at_once`), which saves a thread hand-off.
-  struct Arrival {
-    using completes_at_once = void;
-    std::shared_ptr<Join> join;
-    void operator()(std::exception_ptr ep) const { join->arrive(std::move(ep)); }
-  };
-
-  /// One more piece; call the returned handler when it completes. A submission that throws has
-  /// not taken its handler: call it with the exception yourself.
-  [[nodiscard]] Arrival add() {
-    left_.fetch_add(1, std::memory_order_relaxed);
-    return Arrival{shared_from_this()};
-  }
-
-  /// Every piece has been added; `ep` says why adding stopped early, if it did.
-  void seal(std::exception_ptr ep = nullptr) { arrive(std::move(ep)); }
-
-  /// Submits one piece with `submit(Arrival)`; when that throws, the piece arrives with the
-  /// exception and false is returned (add nothing more: seal).
-  template <class Submit>
-  bool submit(Submit&& submit) {
-    Arrival a = add();
-    try {
-      std::forward<Submit>(submit)(Arrival(a));
-      return true;
-    } catch (...) {
-      a(std::current_exception());
-      return false;
-    }
-  }
-
- private:
-  void arrive(std::exception_ptr ep) {
-    if (ep) {
-      std::lock_guard lk(m_);
-      if (!first_) first_ = std::move(ep);
-    }
-    if (left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    std::exception_ptr first;
-    {
-      std::lock_guard lk(m_);
-      first = first_;
-    }
-    Completion then = std::move(then_);
-    std::move(then)(std::move(first));
-  }
-
-  std::atomic<std::size_t> left_{1};
-  std::mutex m_;
-  std::exception_ptr first_;
-  Completion then_;
-};
+/// The join of an operation's pieces (`xdev::detail::Join`, <xdev/async/detail/join.hpp>).
+using Join = xdev::detail::Join;
 
 /// Runs `then(ep)` once the work already submitted to the default stream of every device in
 /// `devices` has completed (at once, on this thread, when `devices` is empty). `ep` is the first
