@@ -19,8 +19,9 @@
 
 namespace xdev {
 
-/// The indices [begin, end) along one dimension of a `slice`. `end` past the extent is clamped to
-/// it, so `Range{2}` is "from 2 to the end" and `xdev::all` (`Range{}`) the whole dimension.
+/// The indices [begin, end) along one dimension of a `slice`, within the dimension's extent. The
+/// default `end`, `Range::to_end`, is the extent: `Range{2}` is "from 2 to the end" and `xdev::all`
+/// (`Range{}`) the whole dimension.
 struct Range {
   /// The `end` that means "to the end of the dimension".
   static constexpr std::int64_t to_end = std::numeric_limits<std::int64_t>::max();
