@@ -266,14 +266,13 @@ class Stream : public detail::StreamCore {
     check_same_device(src.device(), "copy_to_host: source");
     check_sizes("copy_to_host", src.size(), dst.size());
     using V = std::remove_const_t<T>;
-    auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(), dst = dst.data()](Completion done) {
-      const std::size_t run = layout.run_length();
+    auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(),
+                   dst = reinterpret_cast<std::byte*>(dst.data())](Completion done) {
       dev.queue()->note_transfer(TransferDirection::to_host, layout.numel() * sizeof(V));
-      detail::start_parts(
-          layout.run_count(),
-          [&](std::size_t r, Completion part) {
-            dev.backend().copy_to_host(dev.ordinal(), h, layout.run_offset(r) * sizeof(V), dst + r * run,
-                                       run * sizeof(V), std::move(part));
+      detail::start_runs(
+          layout, sizeof(V),
+          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+            dev.backend().copy_to_host(dev.ordinal(), h, at, dst + host, bytes, std::move(part));
           },
           std::move(done));
     };
@@ -292,14 +291,13 @@ class Stream : public detail::StreamCore {
                                                     Token&& token = use_future) const {
     check_same_device(dst.device(), "copy_to_device: destination");
     check_sizes("copy_to_device", src.size(), dst.size());
-    auto launch = [dev = device_, src = src.data(), h = dst.native_handle(), layout = dst.layout()](Completion done) {
-      const std::size_t run = layout.run_length();
+    auto launch = [dev = device_, src = reinterpret_cast<const std::byte*>(src.data()), h = dst.native_handle(),
+                   layout = dst.layout()](Completion done) {
       dev.queue()->note_transfer(TransferDirection::from_host, layout.numel() * sizeof(T));
-      detail::start_parts(
-          layout.run_count(),
-          [&](std::size_t r, Completion part) {
-            dev.backend().copy_to_device(dev.ordinal(), src + r * run, h, layout.run_offset(r) * sizeof(T),
-                                         run * sizeof(T), std::move(part));
+      detail::start_runs(
+          layout, sizeof(T),
+          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+            dev.backend().copy_to_device(dev.ordinal(), src + host, h, at, bytes, std::move(part));
           },
           std::move(done));
     };

@@ -91,4 +91,16 @@ void start_parts(std::size_t parts, Start&& start, Completion done) {
   join->seal();
 }
 
+/// One part per contiguous run of a view's `layout` (a `detail::ViewLayout`, elements of `elem`
+/// bytes), through `start_parts`: `copy(buffer_byte_offset, host_byte_offset, bytes, part_done)`
+/// starts the run's transfer; the host side is dense, in the view's row-major order.
+template <class Layout, class Copy>
+void start_runs(const Layout& layout, std::size_t elem, Copy&& copy, Completion done) {
+  const std::size_t run = layout.run_length() * elem;
+  start_parts(
+      layout.run_count(),
+      [&](std::size_t r, Completion part) { copy(layout.run_offset(r) * elem, r * run, run, std::move(part)); },
+      std::move(done));
+}
+
 }  // namespace xdev::detail
