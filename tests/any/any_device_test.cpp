@@ -352,8 +352,11 @@ TEST(AnyDeviceOps, ABackendWithoutOpMembersFallsBackThroughTheErasedPath) {
   EXPECT_EQ(a.description(), "") << "no device_description hook";
   auto x = xdev::empty<std::int64_t>(a, {5});
   const auto before = xdev::metrics::value("fallback.fill");
+  const auto moved = a.transfer_stats().bytes_from_host;
   xdev::ops::fill(a, x, std::int64_t{-3}).get();
   EXPECT_EQ(xdev::metrics::value("fallback.fill"), before + 1);
+  EXPECT_EQ(a.transfer_stats().bytes_from_host - moved, 5 * sizeof(std::int64_t))
+      << "the fallback's copy back to the device counts in the device's transfers";
   EXPECT_EQ(xdev::testing::to_host(x), std::vector<std::int64_t>(5, -3));
 }
 

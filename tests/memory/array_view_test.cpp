@@ -237,6 +237,105 @@ TEST_F(ArrayViewTest, ErasedViewsTransferThroughAnyDeviceAndStreams) {
   EXPECT_EQ(first_row, (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 100}));
 }
 
+// ---- copies between two windows (device to device) ------------------------------------------------
+
+// The whole of a rows x cols array on `dev`, row-major.
+template <class Dev, class A>
+std::vector<float> whole(const Dev& dev, const A& a) {
+  std::vector<float> out(a.size());
+  dev.copy_to_host(a.buffer(), std::span<float>(out)).get();
+  return out;
+}
+
+TEST_F(ArrayViewTest, ABoxCopiesIntoABoxOfAnArrayOnAnotherDeviceAndNothingAroundItChanges) {
+  auto a = iota_matrix(dev, 6, 8);
+  const auto other = rt.device(1);
+  auto b = xdev::empty<float>(other, {6, 10});
+  const std::vector<float> minus(60, -1.0f);
+  other.copy_to_device(std::span<const float>(minus), b.buffer()).get();
+
+  // Strided to strided (rows of 4 and of 4: one piece per row), then contiguous rows into a strided
+  // box (two rows of 8: one piece per destination row), on the source's device.
+  dev.copy(xdev::slice(a, {1, 4}, {2, 6}), xdev::slice(b, {0, 3}, {3, 7})).get();
+  dev.default_stream().copy(xdev::slice(a, {4, 6}), xdev::slice(b, {4, 6}, {1, 9})).get();
+  std::vector<float> expected = minus;
+  for (std::int64_t r = 0; r < 3; ++r)
+    for (std::int64_t c = 0; c < 4; ++c)
+      expected[static_cast<std::size_t>(r * 10 + 3 + c)] = float((r + 1) * 8 + 2 + c);
+  for (std::int64_t r = 0; r < 2; ++r)
+    for (std::int64_t c = 0; c < 8; ++c)
+      expected[static_cast<std::size_t>((r + 4) * 10 + 1 + c)] = float((r + 4) * 8 + c);
+  EXPECT_EQ(whole(other, b), expected);
+  EXPECT_EQ(whole(dev, a), box_of_iota(8, 0, 6, 0, 8)) << "the source changed";
+  EXPECT_EQ(other.transfer_stats().bytes_from_peer, (12u + 16u) * sizeof(float));
+}
+
+TEST_F(ArrayViewTest, WindowsOfOneArrayThatShareNoElementCopyEvenWhenTheyInterleave) {
+  auto a = iota_matrix(dev, 4, 3);
+  const auto& ca = a;
+  dev.copy(xdev::slice(ca, xdev::all, {0, 1}), xdev::slice(a, xdev::all, {1, 2})).get();  // column 0 -> 1
+  EXPECT_EQ(whole(dev, a), (std::vector<float>{0, 0, 2, 3, 3, 5, 6, 6, 8, 9, 9, 11}));
+}
+
+TEST_F(ArrayViewTest, AWindowCopyWithOtherShapesOrSharedElementsIsAnErrorAndChangesNothing) {
+  auto a = iota_matrix(dev, 4, 4);
+  auto b = iota_matrix(dev, 4, 4);
+  expect_error(xdev::errc::invalid_argument,
+               [&] {
+                 dev.copy(xdev::slice(a, {0, 2}, {0, 3}), xdev::slice(b, {0, 3}, {0, 2})).get();
+               },
+               {"copy", "shape [2, 3]", "shape [3, 2]"});
+  expect_error(xdev::errc::invalid_argument,
+               [&] {
+                 dev.copy(xdev::slice(a, {0, 3}), xdev::slice(a, {1, 4})).get();
+               },
+               {"copy", "share elements"});
+  // Only element (1, 1) is in both boxes.
+  expect_error(xdev::errc::invalid_argument,
+               [&] {
+                 dev.copy(xdev::slice(a, {0, 2}, {0, 2}), xdev::slice(a, {1, 3}, {1, 3})).get();
+               },
+               {"share elements"});
+  xdev::Runtime<Host> elsewhere{{}, Host::Options{.devices = 1, .threads = 1}};
+  auto c = iota_matrix(elsewhere.device(0), 4, 4);
+  expect_error(xdev::errc::invalid_argument,
+               [&] {
+                 dev.copy(xdev::slice(a, {0, 1}), xdev::slice(c, {0, 1})).get();
+               },
+               {"different runtimes"});
+  expect_error(xdev::errc::invalid_argument,
+               [&] {
+                 rt.device(1).copy(xdev::slice(a, {0, 1}), xdev::slice(b, {0, 1})).get();
+               },
+               {"neither source", "nor destination"});
+  EXPECT_EQ(whole(dev, a), box_of_iota(4, 0, 4, 0, 4));
+  EXPECT_EQ(whole(dev, b), box_of_iota(4, 0, 4, 0, 4));
+}
+
+TEST_F(ArrayViewTest, ErasedWindowsCopyThroughAnyDeviceAndStreams) {
+  xdev::AnyDevice any(dev), other(rt.device(1));
+  auto a = xdev::empty<float>(any, {5, 6});
+  std::vector<float> v(30);
+  std::iota(v.begin(), v.end(), 0.0f);
+  any.copy_to_device(std::span<const float>(v), a).get();
+  auto b = xdev::empty<float>(other, {3, 3});
+  const auto& ca = a;
+  // A const source on the destination's stream: the box of rows 1-3, columns 2-4.
+  other.make_stream().copy(xdev::slice(ca, {1, 4}, {2, 5}), xdev::slice(b, xdev::all)).get();
+  std::vector<float> out(9);
+  other.copy_to_host(b, std::span<float>(out)).get();
+  EXPECT_EQ(out, box_of_iota(6, 1, 4, 2, 5));
+  any.copy(xdev::slice(b, {0, 1}), xdev::slice(a, {4, 5}, {0, 3})).get();
+  std::vector<float> row(6);
+  any.copy_to_host(xdev::slice(a, {4, 5}), std::span<float>(row)).get();
+  EXPECT_EQ(row, (std::vector<float>{8, 9, 10, 27, 28, 29}));
+  expect_error(xdev::errc::invalid_argument,
+               [&] {
+                 any.copy(xdev::slice(a, {0, 2}), xdev::slice(a, {1, 3})).get();
+               },
+               {"share elements"});
+}
+
 // ---- detail::start_parts: one completion for many backend calls ----------------------------------
 
 TEST(StartParts, CompletesOnceAfterEveryPartWithTheFirstError) {

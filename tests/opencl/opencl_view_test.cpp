@@ -1,6 +1,6 @@
 // Views (`xdev::slice`) on devices whose memory the host cannot address: a strided box and rows of
 // an OPENCL array (PoCL) and of a REF plugin array go to and from the host through the backends'
-// offset transfers, one per contiguous run.
+// offset transfers, one per contiguous run; and window-to-window copies inside the device.
 #include "opencl/opencl_plugin_devices.hpp"
 
 #include <xdev/any/any_device.hpp>
@@ -47,6 +47,24 @@ void check_views_on(const xdev::AnyDevice& dev) {
   std::vector<std::int32_t> tail(2 * cols);
   dev.copy_to_host(xdev::slice(a, {7}), std::span<std::int32_t>(tail)).get();
   EXPECT_EQ(tail, std::vector<std::int32_t>(v.end() - 2 * cols, v.end()));
+
+  // Device to device, window to window: the box into the top-left corner of a second array (one
+  // offset copy per row, inside the device), and column 0 of `a` into its column 1 (interleaved
+  // windows that share no element).
+  auto b = xdev::empty<std::int32_t>(dev, {4, 8});
+  const std::vector<std::int32_t> minus(4 * 8, -1);
+  dev.copy_to_device(std::span<const std::int32_t>(minus), b).get();
+  dev.copy(xdev::slice(a, {1, 4}, {6, 12}), xdev::slice(b, {0, 3}, {0, 6})).get();
+  std::vector<std::int32_t> got(4 * 8), expected_b = minus;
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t c = 0; c < 6; ++c) expected_b[r * 8 + c] = expected_box[r * 6 + c];
+  dev.copy_to_host(b, std::span<std::int32_t>(got)).get();
+  EXPECT_EQ(got, expected_b);
+  dev.copy(xdev::slice(a, xdev::all, {0, 1}), xdev::slice(a, xdev::all, {1, 2})).get();
+  for (std::int64_t r = 0; r < rows; ++r)
+    v[static_cast<std::size_t>(r * cols + 1)] = v[static_cast<std::size_t>(r * cols)];
+  dev.copy_to_host(a, std::span<std::int32_t>(all)).get();
+  EXPECT_EQ(all, v);
 }
 
 TEST_F(PluginViews, AStridedBoxAndRowsTransferOnOpenCL) {

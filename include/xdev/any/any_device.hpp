@@ -17,6 +17,7 @@
 ///     float s = xdev::ops::sum(dev, x).get();
 #pragma once
 
+#include <xdev/any/detail/erased_ops.hpp>
 #include <xdev/any/detail/model.hpp>
 #include <xdev/async/detail/join.hpp>
 #include <xdev/async/detail/op_chain.hpp>
@@ -219,6 +220,11 @@ class AnyDevice {
   /// `default_stream().copy(src, dst, token)` (device→device, within one runtime).
   template <class T, class Token = const use_future_t&>
   auto copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token = use_future) const;
+  /// `default_stream().copy(src, dst, token)` between two windows (device→device).
+  template <class S, class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T> &&
+           std::is_same_v<std::remove_const_t<S>, T>) auto copy(const AnyArrayView<S>& src, const AnyArrayView<T>& dst,
+                                                                Token&& token = use_future) const;
 
   /// Waits for all work submitted to the device, through any handle and on any stream, then
   /// raises the oldest error that no future or handler received.
@@ -427,15 +433,7 @@ class AnyStream : public detail::StreamCore {
   /// stream's device, or when they belong to different runtimes (or backends).
   template <class T, class Token = const use_future_t&>
   auto copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token = use_future) const {
-    if (src.device() != device_ && dst.device() != device_)
-      throw error(errc::invalid_argument, "copy: neither source (" + describe(src.device()) + ") nor destination (" +
-                                              describe(dst.device()) + ") is on this stream's device " +
-                                              device_.name());
-    if (!src.device().same_runtime(dst.device()))
-      throw error(errc::invalid_argument, "copy: source (" + describe(src.device()) + ") and destination (" +
-                                              describe(dst.device()) +
-                                              ") belong to different runtimes; a copy between devices of two "
-                                              "runtimes or backends is not supported");
+    check_copy_devices(src.device(), dst.device());
     check_sizes("copy", src.size(), dst.size());
     auto launch = [dev = device_, sq = src.device().queue(), s = src.device().ordinal(), sh = src.native_handle(),
                    dq = dst.device().queue(), d = dst.device().ordinal(), dh = dst.native_handle(),
@@ -454,10 +452,50 @@ class AnyStream : public detail::StreamCore {
         std::forward<Token>(token));
   }
 
+  /// Copies the window `src` into the window `dst` (device→device), as `Stream<B>::copy` of two
+  /// views: element by element in row-major order, one backend transfer per piece common to both
+  /// windows' contiguous runs. Shapes must be equal; one of the two must be on this stream's device,
+  /// both on one runtime; windows onto one array must not share an element.
+  /// \throws xdev::error `errc::invalid_argument` for any of these.
+  template <class S, class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T> &&
+           std::is_same_v<std::remove_const_t<S>, T>) auto copy(const AnyArrayView<S>& src, const AnyArrayView<T>& dst,
+                                                                Token&& token = use_future) const {
+    const AnyDevice& sd = src.device();
+    const AnyDevice& dd = dst.device();
+    check_copy_devices(sd, dd);
+    detail::check_view_copy(src.layout(), dst.layout(), sd == dd && src.native_handle() == dst.native_handle());
+    auto launch = [dev = device_, sq = sd.queue(), s = sd.ordinal(), sh = src.native_handle(), sl = src.layout(),
+                   dq = dd.queue(), d = dd.ordinal(), dh = dst.native_handle(), dl = dst.layout()](Completion done) {
+      detail::note_copy(*sq, *dq, sl.numel() * sizeof(T));
+      detail::start_run_pairs(
+          sl, dl, sizeof(T),
+          [&](std::size_t from, std::size_t to, std::size_t bytes, Completion part) {
+            dev.model().copy_between(s, sh, from, d, dh, to, bytes, dev.keep_alive(std::move(part)));
+          },
+          std::move(done));
+    };
+    auto peer = sd == device_ ? dd.queue() : sd.queue();
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), sd == dd, std::move(peer),
+                              detail::activity_tag{tools::Category::transfer, "copy", nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
+  }
+
   friend bool operator==(const AnyStream& a, const AnyStream& b) noexcept { return a.chain_ == b.chain_; }
 
  private:
   static std::string describe(const AnyDevice& d) { return d.valid() ? d.name() : std::string("no device"); }
+  void check_copy_devices(const AnyDevice& src, const AnyDevice& dst) const {
+    if (src != device_ && dst != device_)
+      throw error(errc::invalid_argument, "copy: neither source (" + describe(src) + ") nor destination (" +
+                                              describe(dst) + ") is on this stream's device " + device_.name());
+    if (!src.same_runtime(dst))
+      throw error(errc::invalid_argument, "copy: source (" + describe(src) + ") and destination (" + describe(dst) +
+                                              ") belong to different runtimes; a copy between devices of two "
+                                              "runtimes or backends is not supported");
+  }
   void check_same_device(const AnyDevice& d, const char* what) const {
     if (d != device_)
       throw error(errc::invalid_argument, std::string(what) + " buffer is on " + describe(d) +
@@ -528,27 +566,11 @@ auto AnyDevice::copy(const AnyBuffer<T>& src, AnyBuffer<T>& dst, Token&& token) 
   return default_stream().copy(src, dst, std::forward<Token>(token));
 }
 
-namespace detail {
-
-/// An erased device seen as a backend by the CPU fallback (`ops::detail::Fallback`): its two
-/// transfers go to the device's model, and every byte is counted in the device's `TransferStats`.
-struct ErasedStaging {
-  using memory_handle = erased_handle;
-  AnyDevice dev;
-
-  void copy_to_host(std::size_t, memory_handle src, std::size_t offset, void* dst, std::size_t bytes,
-                    Completion done) const {
-    dev.queue()->note_transfer(TransferDirection::to_host, bytes);
-    dev.model().copy_to_host(src, offset, dst, bytes, dev.keep_alive(std::move(done)));
-  }
-  void copy_to_device(std::size_t, const void* src, memory_handle dst, std::size_t offset, std::size_t bytes,
-                      Completion done) const {
-    dev.queue()->note_transfer(TransferDirection::from_host, bytes);
-    dev.model().copy_to_device(src, dst, offset, bytes, dev.keep_alive(std::move(done)));
-  }
-};
-
-}  // namespace detail
+template <class S, class T, class Token>
+requires(!std::is_const_v<T> && std::is_same_v<std::remove_const_t<S>, T>) auto AnyDevice::copy(
+    const AnyArrayView<S>& src, const AnyArrayView<T>& dst, Token&& token) const {
+  return default_stream().copy(src, dst, std::forward<Token>(token));
+}
 
 /// `AnyDevice` is a device handle and `AnyStream` a stream handle: the portable ops take them.
 template <>
@@ -556,36 +578,10 @@ inline constexpr bool enable_device_handle<AnyDevice> = true;
 template <>
 inline constexpr bool enable_stream_handle<AnyStream> = true;
 
-/// The erased entry of every op: the arguments, their dtypes and the op's kind go through one
-/// virtual call to the device's model, which rebuilds the typed arguments and calls the typed
-/// `ops::detail::launch_op`, so member, `implements` and fallback decide as on a typed device.
+/// The erased entry of every op (<xdev/any/detail/erased_ops.hpp>): the backend's member through
+/// the device's model, else the CPU fallback over the erased arguments.
 template <>
-struct ops::op_launcher<AnyDevice> {
-  template <class Args>
-  static void launch(const AnyDevice& dev, const Args& args, Completion done) {
-    using info = ops::detail::op_info<Args>;
-    static_assert(info::known,
-                  "xdev ops on AnyArray<T>: every element type must have a DType (bool, std::uint8_t, std::int32_t, "
-                  "std::int64_t, xdev::f16, xdev::bf16, float, double)");
-    dev.model().run(info::kind, info::dtype, info::dtype2, &args, dev.keep_alive(std::move(done)));
-  }
-
-  /// The CPU fallback on an erased device: its operands travel through the device's own transfers
-  /// (`ErasedStaging`), so the backend's type is never needed.
-  template <class Args>
-  static void launch_fallback(const AnyDevice& dev, const Args& args, Completion done) {
-    using traits = ops::op_traits<Args>;
-    // The staging backend lives until the fallback delivers `done`: the completion holds it.
-    auto staging = std::make_shared<xdev::detail::ErasedStaging>(xdev::detail::ErasedStaging{dev});
-    auto& backend = *staging;
-    ops::detail::run_fallback<xdev::detail::ErasedStaging>(
-        traits::name(args), backend, 0, traits::operands(args),
-        [args](std::vector<std::byte*>& p) { traits::compute(args, p); },
-        Completion([staging = std::move(staging), done = std::move(done)](std::exception_ptr ep) mutable {
-          done(std::move(ep));
-        }));
-  }
-};
+struct ops::op_launcher<AnyDevice> : xdev::detail::erased_op_launcher<AnyDevice> {};
 
 }  // namespace xdev
 

@@ -9,6 +9,7 @@
 #include <xdev/async/submit.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/fwd.hpp>
+#include <xdev/memory/detail/view_layout.hpp>
 
 #include <cstddef>
 #include <exception>
@@ -335,6 +336,41 @@ class Stream : public detail::StreamCore {
         std::forward<Token>(token));
   }
 
+  /// Copies the window `src` into the window `dst` (device→device), element by element in
+  /// row-major order: one backend transfer per piece common to both windows' contiguous runs (one
+  /// when both are contiguous). Shapes must be equal; either may be on another device of the same
+  /// runtime, but one of them must be on this stream's device; windows onto one array must not
+  /// share an element. The source may be a window of a `const` array.
+  /// \throws xdev::error `errc::invalid_argument` for any of these.
+  template <class S, class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T> &&
+           std::is_same_v<std::remove_const_t<S>, T>) auto copy(const ArrayView<S, B>& src, const ArrayView<T, B>& dst,
+                                                                Token&& token = use_future) const {
+    const Device<B>& sd = src.device();
+    const Device<B>& dd = dst.device();
+    if (sd != device_ && dd != device_)
+      throw error(errc::invalid_argument, "copy: neither source (" + sd.name() + ") nor destination (" + dd.name() +
+                                              ") is on this stream's device " + device_.name());
+    if (!sd.same_runtime(dd))
+      throw error(errc::invalid_argument, "copy: source and destination belong to different runtimes");
+    detail::check_view_copy(src.layout(), dst.layout(), sd == dd && src.native_handle() == dst.native_handle());
+    auto launch = [dev = device_, sq = sd.queue(), s = sd.ordinal(), sh = src.native_handle(), sl = src.layout(),
+                   dq = dd.queue(), d = dd.ordinal(), dh = dst.native_handle(), dl = dst.layout()](Completion done) {
+      detail::note_copy(*sq, *dq, sl.numel() * sizeof(T));
+      detail::start_run_pairs(
+          sl, dl, sizeof(T),
+          [&](std::size_t from, std::size_t to, std::size_t bytes, Completion part) {
+            dev.backend().copy_between(s, sh, from, d, dh, to, bytes, std::move(part));
+          },
+          std::move(done));
+    };
+    auto peer = sd == device_ ? dd.queue() : sd.queue();
+    return detail::submit<void>(
+        queue_, chain_, nullptr,
+        detail::queue_ordered(std::move(launch), sd == dd, std::move(peer),
+                              detail::activity_tag{tools::Category::transfer, "copy", nullptr, src.size_bytes()}),
+        std::forward<Token>(token));
+  }
   friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }
 
  private:

@@ -189,6 +189,14 @@ class Device {
                     Token&& token = use_future) const {
     return default_stream().copy_to_host(src, dst, std::forward<Token>(token));
   }
+  /// `default_stream().copy(src, dst, token)` between two windows (device→device; `const` or
+  /// not, the source may be either).
+  template <class S, class T, class Token = const use_future_t&>
+  requires(!std::is_const_v<T> &&
+           std::is_same_v<std::remove_const_t<S>, T>) auto copy(const ArrayView<S, B>& src, const ArrayView<T, B>& dst,
+                                                                Token&& token = use_future) const {
+    return default_stream().copy(src, dst, std::forward<Token>(token));
+  }
   /// `default_stream().copy(src, dst, token)`.
   template <class T, class Token = const use_future_t&>
   auto copy(const Buffer<T, B>& src, Buffer<T, B>& dst, Token&& token = use_future) const {

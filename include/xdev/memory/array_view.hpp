@@ -8,6 +8,7 @@
 #include <xdev/fwd.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/memory/buffer.hpp>
+#include <xdev/memory/detail/view_layout.hpp>
 
 #include <array>
 #include <cstddef>
@@ -31,63 +32,6 @@ struct Range {
 
 /// Every index of a dimension: `slice(a, xdev::all, Range{0, 4})` is columns 0-3 of every row.
 inline constexpr Range all{};
-
-namespace detail {
-
-/// Where a view's elements are in its buffer: element `(i0, ..., ik)` of the view is buffer element
-/// `offset + i0 * strides[0] + ... + ik * strides[k]`. Copyable and small, for the transfer's launch
-/// to keep.
-struct ViewLayout {
-  std::size_t offset = 0;
-  Shape shape;
-  std::array<std::int64_t, Shape::max_rank> strides{};
-
-  [[nodiscard]] std::size_t numel() const noexcept { return static_cast<std::size_t>(shape.numel()); }
-
-  /// How many trailing dimensions are laid out densely (each stride the product of the extents
-  /// after it), so that their elements form one contiguous run; dimensions of extent 1 never break
-  /// a run.
-  [[nodiscard]] std::size_t dense_tail(std::size_t& run) const noexcept {
-    run = 1;
-    std::size_t d = shape.rank();
-    while (d > 0) {
-      const auto extent = shape[static_cast<std::ptrdiff_t>(d - 1)];
-      if (extent != 1 && strides[d - 1] != static_cast<std::int64_t>(run)) break;
-      run *= static_cast<std::size_t>(extent);
-      --d;
-    }
-    return shape.rank() - d;
-  }
-
-  /// Elements per contiguous run (the whole view when it is contiguous; 0 when it is empty).
-  [[nodiscard]] std::size_t run_length() const noexcept {
-    if (numel() == 0) return 0;
-    std::size_t run = 1;
-    (void)dense_tail(run);
-    return run;
-  }
-  /// Number of contiguous runs the view's elements make, in row-major order.
-  [[nodiscard]] std::size_t run_count() const noexcept {
-    const std::size_t run = run_length();
-    return run == 0 ? 0 : numel() / run;
-  }
-
-  /// The buffer element where contiguous run `r` (of `run_count()`, in the view's row-major
-  /// order, so that the runs' host counterparts are consecutive) starts.
-  [[nodiscard]] std::size_t run_offset(std::size_t r) const noexcept {
-    std::size_t run = 1;
-    const std::size_t outer = shape.rank() - dense_tail(run);
-    std::int64_t at = static_cast<std::int64_t>(offset);
-    for (std::size_t d = outer; d-- > 0;) {  // r's index over the outer dimensions, last fastest
-      const auto extent = static_cast<std::size_t>(shape[static_cast<std::ptrdiff_t>(d)]);
-      at += static_cast<std::int64_t>(r % extent) * strides[d];
-      r /= extent;
-    }
-    return static_cast<std::size_t>(at);
-  }
-};
-
-}  // namespace detail
 
 /// A window onto the elements of an `Array<T, B>` (or `AnyArray<T>`): rows [a, b), a column
 /// block, a sub-box, in the spirit of `std::mdspan` / Kokkos `subview` / a PJRT buffer slice. It

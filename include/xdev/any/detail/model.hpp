@@ -207,12 +207,16 @@ class AnyDeviceModel {
   /// Runs `kernel` on this device with `args` (validated by `xdev::Kernel`), completing `done`.
   virtual void launch_kernel(std::uint64_t kernel, KernelLaunchArgs<erased_handle> args, Completion done) const = 0;
 
-  /// Runs a portable op: `args` points to the op's `*Args<T..., erased_handle>` struct for dtypes
-  /// (`t`, `t2`) as `ops::detail::op_info` describes them; the model rebuilds the typed struct and
-  /// calls `ops::detail::launch_op`, so member, `implements` and `implements_binary` hooks,
-  /// fallback and metrics are those of the typed path (`rebind_handles` keeps a binary op's
-  /// operator). A combination no public op produces completes `done` with `errc::unimplemented`.
-  virtual void run(ops::OpKind op, DType t, DType t2, const void* args, Completion done) const = 0;
+  /// Runs a portable op natively: `args` points to the op's `*Args<T..., erased_handle>` struct
+  /// for dtypes (`t`, `t2`) as `ops::detail::op_info` describes them; the model rebuilds the typed
+  /// struct and, when the backend has the op's member and its `implements` / `implements_binary`
+  /// hooks accept it (`ops::runs_natively`, the typed path's decision), starts it with `done` and
+  /// returns true. Otherwise it returns false and leaves `done` alone: the caller runs the CPU
+  /// fallback over the erased arguments (`op_launcher<AnyDevice>`), so the fallback's host kernels
+  /// are compiled where an op is called, once for every backend, not in every erasure of every
+  /// backend. A combination no public op produces completes `done` with `errc::unimplemented` and
+  /// returns true.
+  virtual bool run(ops::OpKind op, DType t, DType t2, const void* args, Completion& done) const = 0;
 
   /// The typed `Device<B>` inside when `backend` is `typeid(B)`, else null.
   virtual const void* target(const std::type_info& backend) const noexcept = 0;
@@ -358,16 +362,22 @@ class DeviceModel final : public AnyDeviceModel {
     }
   }
 
-  void run(ops::OpKind op, DType t, DType t2, const void* args, Completion done) const override {
-    bool ran = false;
-    // Rebuilds the typed arguments from the erased ones behind `args` and starts the op.
+  bool run(ops::OpKind op, DType t, DType t2, const void* args, Completion& done) const override {
+    bool known = false;
+    bool native = false;
+    // Rebuilds the typed arguments from the erased ones behind `args` and starts the backend's
+    // member when it has one that takes them.
     auto launch = [&]<class Erased>(std::type_identity<Erased>) {
-      ran = true;
-      ops::detail::launch_op(
-          dev_,
-          ops::detail::rebind_handles<H>(*static_cast<const Erased*>(args),
-                                         [](const erased_handle& e) { return unerase_handle<H>(bound(e)); }),
-          std::move(done));
+      known = true;
+      using Typed = decltype(ops::detail::rebind_handles<H>(std::declval<const Erased&>(), unerase_handle<H>));
+      if constexpr (ops::has_native_op<B, Typed>) {
+        const Typed typed = ops::detail::rebind_handles<H>(
+            *static_cast<const Erased*>(args), [](const erased_handle& e) { return unerase_handle<H>(bound(e)); });
+        if (ops::runs_natively(dev_.backend(), typed)) {
+          native = true;
+          ops::detail::call_native(dev_.backend(), dev_.ordinal(), typed, std::move(done));
+        }
+      }
     };
     // One element type: `Args<T, erased_handle>` for the `T` of `types` whose dtype is `t`.
     auto one = [&]<template <class, class> class Args, class... Ts>(type_list<Ts...> types) {
@@ -420,11 +430,14 @@ class DeviceModel final : public AnyDeviceModel {
         });
         break;
     }
-    if (!ran)
+    if (!known) {
       done(std::make_exception_ptr(error(errc::unimplemented, std::string("op ") + ops::name_of(op) + " on " +
                                                                   identity.name + " has no erased form for dtypes " +
                                                                   std::string(name_of(t)) + ", " +
                                                                   std::string(name_of(t2)))));
+      return true;
+    }
+    return native;
   }
 
   const void* target(const std::type_info& backend) const noexcept override {

@@ -1,7 +1,8 @@
 /// \file
 /// `detail::Join`: one operation made of several pieces (the runs of a strided view's transfer, the
-/// regions of a placement, the markers of a mesh), completed once when all of them have; and
-/// `detail::start_parts`, a fixed number of pieces started in a loop.
+/// regions of a placement, the markers of a mesh), completed once when all of them have;
+/// `detail::start_parts`, a fixed number of pieces started in a loop; and the pieces of view
+/// transfers (`start_runs`, `start_run_pairs`).
 #pragma once
 
 #include <xdev/backend/completion.hpp>
@@ -11,6 +12,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <utility>
 
 namespace xdev::detail {
@@ -100,6 +102,25 @@ void start_runs(const Layout& layout, std::size_t elem, Copy&& copy, Completion 
   start_parts(
       layout.run_count(),
       [&](std::size_t r, Completion part) { copy(layout.run_offset(r) * elem, r * run, run, std::move(part)); },
+      std::move(done));
+}
+
+/// One part per piece common to two views' runs (`detail::ViewLayout`s of equal shape, elements
+/// of `elem` bytes), through `start_parts`: `copy(src_byte_offset, dst_byte_offset, bytes,
+/// part_done)` starts a device-to-device transfer of one piece. A piece is as long as the greatest
+/// common divisor of the two run lengths, so it never crosses a run of either view: one piece when
+/// both are contiguous, one per row of the strided one when the other is contiguous.
+template <class Layout, class Copy>
+void start_run_pairs(const Layout& src, const Layout& dst, std::size_t elem, Copy&& copy, Completion done) {
+  const std::size_t s_run = src.run_length(), d_run = dst.run_length();
+  const std::size_t piece = std::gcd(s_run, d_run);
+  start_parts(
+      piece == 0 ? 0 : src.numel() / piece,
+      [&](std::size_t p, Completion part) {
+        const std::size_t first = p * piece;  // the piece's first element, in row-major order
+        copy((src.run_offset(first / s_run) + first % s_run) * elem,
+             (dst.run_offset(first / d_run) + first % d_run) * elem, piece * elem, std::move(part));
+      },
       std::move(done));
 }
 
