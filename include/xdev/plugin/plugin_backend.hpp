@@ -28,6 +28,7 @@
 #include <xdev/plugin/detail/kernel_marshal.hpp>
 #include <xdev/plugin/detail/op_marshal.hpp>
 #include <xdev/plugin/detail/op_table.hpp>
+#include <xdev/plugin/detail/optional_entries.hpp>
 #include <xdev/plugin/table.hpp>
 #include <xdev/policy/capabilities.hpp>
 #include <xdev/policy/capability_set.hpp>
@@ -94,46 +95,7 @@ class PluginBackend {
     name_ = api->name;
     version_ = api->version != nullptr ? api->version : "";
     platform_ = api->platform != nullptr ? api->platform : "";
-    // A 1.1 or 1.2 table ends before `describe_device`: never read past its `struct_size`.
-    if (detail::table_has(api, describe_device_minor,
-                          offsetof(xdev_plugin_api, describe_device) + sizeof(api->describe_device)))
-      describe_ = api->describe_device;
-    // A table older than 1.8 ends before `device_properties`.
-    if (detail::table_has(api, device_properties_minor,
-                          offsetof(xdev_plugin_api, device_properties) + sizeof(api->device_properties)))
-      properties_ = api->device_properties;
-    // The host-memory flag means something only from 1.9 on (an older plugin's bits are unknown).
-    host_memory_ = api->abi_minor >= host_memory_minor && (api->flags & XDEV_PLUGIN_HOST_MEMORY) != 0;
-    // Native queues (1.5): all three entries, in a table that covers them.
-    if (detail::table_has(api, queues_minor, offsetof(xdev_plugin_api, bind_queue) + sizeof(api->bind_queue)) &&
-        api->create_queue != nullptr && api->destroy_queue != nullptr && api->bind_queue != nullptr) {
-      create_queue_ = api->create_queue;
-      destroy_queue_ = api->destroy_queue;
-      bind_queue_ = api->bind_queue;
-      // Native markers (1.6): all three entries, with the queues, in a table that covers them.
-      if (detail::table_has(api, markers_minor,
-                            offsetof(xdev_plugin_api, release_marker) + sizeof(api->release_marker)) &&
-          api->record_marker != nullptr && api->wait_marker != nullptr && api->release_marker != nullptr) {
-        record_marker_ = api->record_marker;
-        wait_marker_ = api->wait_marker;
-        release_marker_ = api->release_marker;
-      }
-    }
-    // User kernels (1.9): all three entries, in a table that covers them.
-    if (detail::table_has(api, kernels_minor,
-                          offsetof(xdev_plugin_api, destroy_kernel) + sizeof(api->destroy_kernel)) &&
-        api->create_kernel != nullptr && api->launch_kernel != nullptr && api->destroy_kernel != nullptr) {
-      create_kernel_ = api->create_kernel;
-      launch_kernel_ = api->launch_kernel;
-      destroy_kernel_ = api->destroy_kernel;
-    }
-    // Pinned host memory (1.9): both entries, in a table that covers them.
-    if (detail::table_has(api, pinned_minor,
-                          offsetof(xdev_plugin_api, deallocate_host) + sizeof(api->deallocate_host)) &&
-        api->allocate_host != nullptr && api->deallocate_host != nullptr) {
-      allocate_host_ = api->allocate_host;
-      deallocate_host_ = api->deallocate_host;
-    }
+    opt_ = detail::OptionalEntries::read(api);
     require(api_->create, "create");
     const xdev_client_options o = detail::to_c(options_);
     call("create", [&](xdev_error* e) { return api_->create(&o, &backend_, e); });
@@ -168,10 +130,10 @@ class PluginBackend {
   /// True when the plugin says its memory handles are host addresses (`XDEV_PLUGIN_HOST_MEMORY`,
   /// read from a table of ABI 1.9 or newer; `concepts::RuntimeHostAccess`): xdev then runs user C++
   /// kernels on its devices and shares their arrays through DLPack.
-  [[nodiscard]] bool runtime_host_accessible() const noexcept { return host_memory_; }
+  [[nodiscard]] bool runtime_host_accessible() const noexcept { return opt_.host_memory; }
   /// The host address of memory `h` when `runtime_host_accessible()`, else null.
   [[nodiscard]] void* runtime_host_address(memory_handle h) const noexcept {
-    return host_memory_ ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(h)) : nullptr;
+    return opt_.host_memory ? reinterpret_cast<void*>(static_cast<std::uintptr_t>(h)) : nullptr;
   }
   /// The capabilities the plugin reported when this backend object was created.
   [[nodiscard]] CapabilitySet runtime_capabilities() const noexcept { return caps_; }
@@ -224,9 +186,9 @@ class PluginBackend {
     if (device >= devices_)
       throw error(errc::invalid_argument, name_ + ": describe_device: device " + std::to_string(device) +
                                               " is out of range [0, " + std::to_string(devices_) + ")");
-    if (describe_ == nullptr) return {};
+    if (opt_.describe_device == nullptr) return {};
     const char* text = nullptr;
-    call("describe_device", [&](xdev_error* e) { return describe_(backend_, device, &text, e); });
+    call("describe_device", [&](xdev_error* e) { return opt_.describe_device(backend_, device, &text, e); });
     return text != nullptr ? std::string(text) : std::string();
   }
   /// What device `device` is as typed fields, in the plugin's words (its `device_properties` entry,
@@ -239,11 +201,11 @@ class PluginBackend {
       throw error(errc::invalid_argument, name_ + ": device_properties: device " + std::to_string(device) +
                                               " is out of range [0, " + std::to_string(devices_) + ")");
     DeviceProperties p;
-    if (properties_ == nullptr) return p;
+    if (opt_.device_properties == nullptr) return p;
     xdev_device_properties c{};
     c.struct_size = sizeof c;
     c.memory_free = UINT64_MAX;
-    call("device_properties", [&](xdev_error* e) { return properties_(backend_, device, &c, e); });
+    call("device_properties", [&](xdev_error* e) { return opt_.device_properties(backend_, device, &c, e); });
     const auto text = [](const char* s) { return s != nullptr ? std::string(s) : std::string(); };
     p.name = text(c.name);
     p.vendor = text(c.vendor);
@@ -269,24 +231,24 @@ class PluginBackend {
   using queue_handle = std::uint64_t;
   /// Whether the plugin has native in-order queues (all three entries of ABI 1.5). Without them,
   /// xdev orders each stream's work on the host.
-  [[nodiscard]] bool native_queues() const noexcept { return create_queue_ != nullptr; }
+  [[nodiscard]] bool native_queues() const noexcept { return opt_.create_queue != nullptr; }
   /// A new queue on `device` from the plugin's `create_queue`.
   /// 	hrows xdev::error the plugin's error ("REF: create_queue: ...").
   queue_handle create_queue(std::size_t device) {
-    if (create_queue_ == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native queues");
+    if (opt_.create_queue == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native queues");
     std::uint64_t q = 0;
-    call("create_queue", [&](xdev_error* e) { return create_queue_(backend_, device, &q, e); });
+    call("create_queue", [&](xdev_error* e) { return opt_.create_queue(backend_, device, &q, e); });
     if (q == 0) throw error(errc::internal, name_ + ": create_queue returned the null queue");
     return q;
   }
   void destroy_queue(std::size_t device, queue_handle q) noexcept {
-    if (destroy_queue_ != nullptr) destroy_queue_(backend_, device, q);
+    if (opt_.destroy_queue != nullptr) opt_.destroy_queue(backend_, device, q);
   }
   void bind_queue(std::size_t device, queue_handle q) noexcept {
-    if (bind_queue_ != nullptr) bind_queue_(backend_, device, q);
+    if (opt_.bind_queue != nullptr) opt_.bind_queue(backend_, device, q);
   }
   void unbind_queue(std::size_t device) noexcept {
-    if (bind_queue_ != nullptr) bind_queue_(backend_, device, 0);
+    if (opt_.bind_queue != nullptr) opt_.bind_queue(backend_, device, 0);
   }
 
   // ---- native markers (concepts::NativeMarkers; ABI 1.6) --------------------------------------
@@ -294,43 +256,43 @@ class PluginBackend {
   using marker_handle = std::uint64_t;
   /// Whether the plugin has native markers (all three entries of ABI 1.6, with its queues).
   /// Without them, a stream waiting for another stream's event is held on the host.
-  [[nodiscard]] bool native_markers() const noexcept { return record_marker_ != nullptr; }
+  [[nodiscard]] bool native_markers() const noexcept { return opt_.record_marker != nullptr; }
   /// A marker on the bound queue of `device`; `done` once the work before it there has completed.
   /// \throws xdev::error the plugin's error ("OPENCL: record_marker: ...").
   marker_handle record_marker(std::size_t device, Completion done) {
-    if (record_marker_ == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native markers");
+    if (opt_.record_marker == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native markers");
     std::uint64_t m = 0;
     start("record_marker", std::move(done), nullptr,
           [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
-            return record_marker_(backend_, device, c, &m, e);
+            return opt_.record_marker(backend_, device, c, &m, e);
           });
     return m;
   }
   /// Later work on the bound queue of `device` waits for `m`.
   void wait_marker(std::size_t device, marker_handle m) {
-    if (wait_marker_ == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native markers");
-    call("wait_marker", [&](xdev_error* e) { return wait_marker_(backend_, device, m, e); });
+    if (opt_.wait_marker == nullptr) throw error(errc::unimplemented, name_ + ": the plugin has no native markers");
+    call("wait_marker", [&](xdev_error* e) { return opt_.wait_marker(backend_, device, m, e); });
   }
   void release_marker(std::size_t device, marker_handle m) noexcept {
-    if (release_marker_ != nullptr) release_marker_(backend_, device, m);
+    if (opt_.release_marker != nullptr) opt_.release_marker(backend_, device, m);
   }
 
   // ---- user kernels given as source (ABI 1.9; concepts::RunsSourceKernels) ----------------------
 
   using kernel_handle = std::uint64_t;
   /// Whether the plugin runs kernels given as source (all three entries of ABI 1.9).
-  [[nodiscard]] bool runs_source_kernels() const noexcept { return create_kernel_ != nullptr; }
+  [[nodiscard]] bool runs_source_kernels() const noexcept { return opt_.create_kernel != nullptr; }
   /// The plugin's kernel object for `s` (`create_kernel`).
   /// \throws xdev::error `errc::unimplemented` when the plugin runs no source kernels; the
   /// plugin's error ("OPENCL: create_kernel: ...", a language it does not compile).
   kernel_handle create_kernel(const KernelSource& s) {
-    if (create_kernel_ == nullptr)
+    if (opt_.create_kernel == nullptr)
       throw error(errc::unimplemented, name_ + ": the plugin does not run kernels given as source (asked for " +
                                            s.language + " kernel \"" + s.entry + "\")");
     std::vector<xdev_kernel_param> params;
     const xdev_kernel_source c = detail::to_c(s, params);
     std::uint64_t k = 0;
-    call("create_kernel", [&](xdev_error* e) { return create_kernel_(backend_, &c, &k, e); });
+    call("create_kernel", [&](xdev_error* e) { return opt_.create_kernel(backend_, &c, &k, e); });
     if (k == 0) throw error(errc::internal, name_ + ": create_kernel: the plugin returned no handle");
     return k;
   }
@@ -338,33 +300,33 @@ class PluginBackend {
   /// \throws xdev::error the plugin's error when the entry fails at once (a build log, a parameter
   /// list that disagrees with the source).
   void launch_kernel(std::size_t device, kernel_handle k, KernelLaunchArgs<memory_handle> a, Completion done) {
-    require(launch_kernel_, "launch_kernel");
+    require(opt_.launch_kernel, "launch_kernel");
     std::vector<xdev_kernel_arg> args;
     const xdev_kernel_launch l = detail::to_c(a, args);
     start("launch_kernel", std::move(done), nullptr,
           [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
-            return launch_kernel_(backend_, device, k, &l, c, e);
+            return opt_.launch_kernel(backend_, device, k, &l, c, e);
           });
   }
   void destroy_kernel(kernel_handle k) noexcept {
-    if (destroy_kernel_ != nullptr) destroy_kernel_(backend_, k);
+    if (opt_.destroy_kernel != nullptr) opt_.destroy_kernel(backend_, k);
   }
 
   // ---- pinned host memory (ABI 1.9; concepts::AllocatesPinned) ---------------------------------
 
   /// Whether the plugin gives pinned host memory (both entries of ABI 1.9).
-  [[nodiscard]] bool allocates_pinned() const noexcept { return allocate_host_ != nullptr; }
+  [[nodiscard]] bool allocates_pinned() const noexcept { return opt_.allocate_host != nullptr; }
   /// The plugin's pinned memory (`allocate_host`), or null when it has none (xdev then uses
   /// ordinary host memory). \throws xdev::error the plugin's error ("OPENCL: allocate_host: ...").
   void* allocate_pinned(std::size_t device, std::size_t bytes) {
-    if (allocate_host_ == nullptr) return nullptr;
+    if (opt_.allocate_host == nullptr) return nullptr;
     void* p = nullptr;
-    call("allocate_host", [&](xdev_error* e) { return allocate_host_(backend_, device, bytes, &p, e); });
+    call("allocate_host", [&](xdev_error* e) { return opt_.allocate_host(backend_, device, bytes, &p, e); });
     if (p == nullptr) throw error(errc::internal, name_ + ": allocate_host: the plugin returned no memory");
     return p;
   }
   void deallocate_pinned(std::size_t device, void* p, std::size_t bytes) noexcept {
-    if (deallocate_host_ != nullptr) deallocate_host_(backend_, device, p, bytes);
+    if (opt_.deallocate_host != nullptr) opt_.deallocate_host(backend_, device, p, bytes);
   }
 
   // ---- the Backend concept -------------------------------------------------------------------
@@ -554,27 +516,8 @@ class PluginBackend {
   std::string name_;
   std::string version_;
   std::string platform_;
-  // The table's XDEV_PLUGIN_HOST_MEMORY (ABI 1.9).
-  bool host_memory_ = false;
-  // The table's `describe_device` when it has one (ABI 1.3 and a table large enough), else null.
-  decltype(xdev_plugin_api::describe_device) describe_ = nullptr;
-  // The table's `device_properties` when it has one (ABI 1.8 and a table large enough), else null.
-  decltype(xdev_plugin_api::device_properties) properties_ = nullptr;
-  // The table's queue entries when it has all three (ABI 1.5), else null.
-  decltype(xdev_plugin_api::create_queue) create_queue_ = nullptr;
-  decltype(xdev_plugin_api::destroy_queue) destroy_queue_ = nullptr;
-  decltype(xdev_plugin_api::bind_queue) bind_queue_ = nullptr;
-  // The table's marker entries when it has all three and the queues (ABI 1.6), else null.
-  decltype(xdev_plugin_api::record_marker) record_marker_ = nullptr;
-  decltype(xdev_plugin_api::wait_marker) wait_marker_ = nullptr;
-  decltype(xdev_plugin_api::release_marker) release_marker_ = nullptr;
-  // The table's user-kernel entries when it has all three (ABI 1.9), else null.
-  decltype(xdev_plugin_api::create_kernel) create_kernel_ = nullptr;
-  decltype(xdev_plugin_api::launch_kernel) launch_kernel_ = nullptr;
-  decltype(xdev_plugin_api::destroy_kernel) destroy_kernel_ = nullptr;
-  // The table's pinned-memory entries when it has both (ABI 1.9), else null.
-  decltype(xdev_plugin_api::allocate_host) allocate_host_ = nullptr;
-  decltype(xdev_plugin_api::deallocate_host) deallocate_host_ = nullptr;
+  // The optional entries the table has, by ABI minor (<xdev/plugin/detail/optional_entries.hpp>).
+  detail::OptionalEntries opt_{};
   void* backend_ = nullptr;
   std::uint32_t abi_minor_ = 0;
   CapabilitySet caps_{};
