@@ -16,6 +16,10 @@
 #     on the object file, built with -fkeep-inline-functions: no `kernel<...>` or `simd_tile<...>`).
 # The MPI component's headers get MPI's include directories (`mpicxx --showme:incdirs`, as the
 # build's find_package(MPI) finds them).
+# With GNU time (/usr/bin/time, Debian's `time` package) it times the compiles with it and also
+# prints the compiler's peak memory (max RSS, MB): on a shared machine that barely moves between
+# runs (+-0.1 %) where the seconds move by +-20 %, so it shows a change in what a header makes the
+# compiler build (parse, instantiate) that the seconds cannot. Without GNU time: n/a.
 #
 # Usage: benchmarks/compile_time.sh [--check] [--wall] [--reps N] [compiler...]
 #   --check   exit 1 when a goal is not met or a header does not compile on its own
@@ -35,7 +39,7 @@ while (($#)); do
     --wall) clock=wall ;;
     --reps) reps="$2"; shift ;;
     --reps=*) reps="${1#--reps=}" ;;
-    -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "compile_time.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) compilers+=("$1") ;;
   esac
@@ -69,9 +73,23 @@ rows+=("boost/asio.hpp (baseline)|#include <boost/asio.hpp>")
 
 now_ns() { date +%s%N; }
 
-# time_once <compiler> <tu>: prints the seconds one compile took (CPU or wall), or fails.
+# time_once <compiler> <tu>: prints the seconds one compile took (CPU or wall), or fails; leaves the
+# compiler's peak memory in MB (or n/a) in $work/mb.
 time_once() {
   local cxx="$1" tu="$2" start end
+  if [[ -x /usr/bin/time ]]; then
+    # GNU time: user and system CPU seconds of the driver and its children, elapsed seconds, and
+    # the largest max RSS among them (cc1plus's).
+    /usr/bin/time -f '%U %S %e %M' -o "$work/gnu_time" "$cxx" "${flags[@]}" $EXTRA "$tu" 2>"$work/err" || return 1
+    awk '{ printf "%.1f", $4 / 1024 }' "$work/gnu_time" >"$work/mb"
+    if [[ "$clock" == wall ]]; then
+      awk '{ printf "%.3f", $3 }' "$work/gnu_time"
+    else
+      awk '{ printf "%.3f", $1 + $2 }' "$work/gnu_time"
+    fi
+    return 0
+  fi
+  echo n/a >"$work/mb"
   if [[ "$clock" == wall ]]; then
     start=$(now_ns)
     "$cxx" "${flags[@]}" $EXTRA "$tu" 2>"$work/err" || return 1
@@ -115,13 +133,14 @@ for cxx in "${compilers[@]}"; do
     continue
   fi
   measured=$((measured + 1))
-  declare -A secs=()
+  declare -A secs=() mb=()
   for row in "${rows[@]}"; do
     name="${row%%|*}"
     printf '%b\n' "${row#*|}" >"$work/tu.cpp"
     extra=()
     [[ "$name" == xdev/distributed/* ]] && extra=("${mpi_flags[@]}")
     secs["$name"]=$(EXTRA="${extra[*]}" min_time "$cxx" "$work/tu.cpp")
+    mb["$name"]=$(cat "$work/mb" 2>/dev/null || echo n/a)
     if [[ "${secs[$name]}" == FAIL ]]; then
       echo "compile_time.sh: $name does not compile on its own with $cxx:" >&2
       head -n 20 "$work/err" >&2
@@ -131,12 +150,12 @@ for cxx in "${compilers[@]}"; do
 
   echo
   echo "== $cxx ($("$cxx" --version | head -n 1)), -fsyntax-only -std=c++20, $clock seconds, min of $reps =="
-  printf '%-44s %9s %12s  %s\n' "translation unit includes" "seconds" "/ asio.hpp" "goal"
+  printf '%-44s %9s %12s %9s  %s\n' "translation unit includes" "seconds" "/ asio.hpp" "peak MB" "goal"
   for row in "${rows[@]}"; do
     name="${row%%|*}"
     s="${secs[$name]}"
     if [[ "$s" == FAIL || "$base" == FAIL ]]; then
-      printf '%-44s %9s %12s  %s\n' "$name" "$s" "n/a" "$([[ $s == FAIL ]] && echo "does not compile alone")"
+      printf '%-44s %9s %12s %9s  %s\n' "$name" "$s" "n/a" "${mb[$name]:-n/a}" "$([[ $s == FAIL ]] && echo "does not compile alone")"
       [[ "$s" == FAIL ]] && failed=$((failed + 1))
       continue
     fi
@@ -149,7 +168,7 @@ for cxx in "${compilers[@]}"; do
     elif [[ "$name" == "xdev/xdev.hpp (umbrella)" ]]; then
       if awk -v r="$ratio" 'BEGIN { exit !(r <= 1.5) }'; then goal="<= 1.5x asio: met"; else goal="<= 1.5x asio: NOT met"; missed=$((missed + 1)); fi
     fi
-    printf '%-44s %9s %12s  %s\n' "$name" "$s" "$ratio" "$goal"
+    printf '%-44s %9s %12s %9s  %s\n' "$name" "$s" "$ratio" "${mb[$name]:-n/a}" "$goal"
   done
   # Element-wise ops on typed host devices: no GEMM micro-kernel may be compiled into the object.
   printf '%s\n' '#include <xdev/backends/host.hpp>' '#include <xdev/device/runtime.hpp>' '#include <xdev/ops/ops.hpp>' \
@@ -169,7 +188,7 @@ for cxx in "${compilers[@]}"; do
   if [[ "$umbrella" != FAIL && "$base" != FAIL ]]; then
     printf 'ratio umbrella/asio (%s) = %s (goal <= 1.5)\n' "$cxx" "$(awk -v a="$umbrella" -v b="$base" 'BEGIN { printf "%.2f", a / b }')"
   fi
-  unset secs
+  unset secs mb
 done
 
 echo
