@@ -313,11 +313,7 @@ class Stream : public detail::StreamCore {
   /// but one of them must be on this stream's device. Sizes must match.
   template <class T, class Token = const use_future_t&>
   auto copy(const Buffer<T, B>& src, Buffer<T, B>& dst, Token&& token = use_future) const {
-    if (src.device() != device_ && dst.device() != device_)
-      throw error(errc::invalid_argument, "copy: neither source (" + src.device().name() + ") nor destination (" +
-                                              dst.device().name() + ") is on this stream's device " + device_.name());
-    if (!src.device().same_runtime(dst.device()))
-      throw error(errc::invalid_argument, "copy: source and destination belong to different runtimes");
+    check_copy_devices(src.device(), dst.device());
     check_sizes("copy", src.size(), dst.size());
     auto launch = [dev = device_, sq = src.device().queue(), s = src.device().ordinal(), sh = src.native_handle(),
                    dq = dst.device().queue(), d = dst.device().ordinal(), dh = dst.native_handle(),
@@ -348,11 +344,7 @@ class Stream : public detail::StreamCore {
                                                                 Token&& token = use_future) const {
     const Device<B>& sd = src.device();
     const Device<B>& dd = dst.device();
-    if (sd != device_ && dd != device_)
-      throw error(errc::invalid_argument, "copy: neither source (" + sd.name() + ") nor destination (" + dd.name() +
-                                              ") is on this stream's device " + device_.name());
-    if (!sd.same_runtime(dd))
-      throw error(errc::invalid_argument, "copy: source and destination belong to different runtimes");
+    check_copy_devices(sd, dd);
     detail::check_view_copy(src.layout(), dst.layout(), sd == dd && src.native_handle() == dst.native_handle());
     auto launch = [dev = device_, sq = sd.queue(), s = sd.ordinal(), sh = src.native_handle(), sl = src.layout(),
                    dq = dd.queue(), d = dd.ordinal(), dh = dst.native_handle(), dl = dst.layout()](Completion done) {
@@ -374,6 +366,13 @@ class Stream : public detail::StreamCore {
   friend bool operator==(const Stream& a, const Stream& b) noexcept { return a.chain_ == b.chain_; }
 
  private:
+  void check_copy_devices(const Device<B>& src, const Device<B>& dst) const {
+    if (src != device_ && dst != device_)
+      throw error(errc::invalid_argument, "copy: neither source (" + src.name() + ") nor destination (" + dst.name() +
+                                              ") is on this stream's device " + device_.name());
+    if (!src.same_runtime(dst))
+      throw error(errc::invalid_argument, "copy: source and destination belong to different runtimes");
+  }
   void check_same_device(const Device<B>& d, const char* what) const {
     if (d != device_)
       throw error(errc::invalid_argument,
