@@ -1,13 +1,16 @@
 // Views (`xdev::slice`) on devices whose memory the host cannot address: a strided box and rows of
 // an OPENCL array (PoCL) and of a REF plugin array go to and from the host through the backends'
-// offset transfers, one per contiguous run; and window-to-window copies inside the device.
+// offset transfers, one per contiguous run; window-to-window copies inside the device; and ops on
+// windows at an offset (through the CPU fallback, which stages only the window).
 #include "opencl/opencl_plugin_devices.hpp"
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/memory/array_view.hpp>
+#include <xdev/ops/ops.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
@@ -65,6 +68,18 @@ void check_views_on(const xdev::AnyDevice& dev) {
     v[static_cast<std::size_t>(r * cols + 1)] = v[static_cast<std::size_t>(r * cols)];
   dev.copy_to_host(a, std::span<std::int32_t>(all)).get();
   EXPECT_EQ(all, v);
+
+  // Ops on rows of a float array: row 1-2 scaled, row 3 = row 0 + row 1; rows around untouched.
+  auto f = xdev::empty<float>(dev, {5, 8});
+  xdev::ops::fill(dev, f, 1.0f).get();
+  xdev::ops::scale(dev, xdev::slice(f, {1, 3}), 3.0f).get();
+  xdev::ops::add(dev, xdev::slice(f, {0, 1}), xdev::slice(f, {1, 2}), xdev::slice(f, {3, 4})).get();
+  EXPECT_EQ(xdev::ops::sum(dev, xdev::slice(f, {1, 4})).get(), 8 * (3.0f + 3.0f + 4.0f));
+  std::vector<float> fs(5 * 8), expected_f(5 * 8, 1.0f);
+  std::fill(expected_f.begin() + 8, expected_f.begin() + 24, 3.0f);
+  std::fill(expected_f.begin() + 24, expected_f.begin() + 32, 4.0f);
+  dev.copy_to_host(f, std::span<float>(fs)).get();
+  EXPECT_EQ(fs, expected_f);
 }
 
 TEST_F(PluginViews, AStridedBoxAndRowsTransferOnOpenCL) {

@@ -107,8 +107,9 @@ class AdoptedMemoryModel final : public AnyDeviceModel {
   }
   void execute(HostTask task, Completion done) const override { b().execute(std::move(task), std::move(done)); }
   void launch(ops::LaunchArgs args, Completion done) const override { b().launch(std::move(args), std::move(done)); }
-  bool run(ops::OpKind op, DType t, DType t2, const void* args, Completion& done) const override {
-    return b().run(op, t, t2, args, done);
+  bool run(ops::OpKind op, DType t, DType t2, const void* args, const ops::detail::OperandOffsets& offsets,
+           Completion& done) const override {
+    return b().run(op, t, t2, args, offsets, done);
   }
   const void* target(const std::type_info& backend) const noexcept override { return b().target(backend); }
   std::unique_ptr<NativeQueue> make_native_queue() const override { return b().make_native_queue(); }

@@ -146,6 +146,15 @@ concept HostAccessibleBackend = Backend<B> && requires(const B& b, typename B::m
   { b.host_address(h) } -> std::same_as<void*>;
 };
 
+/// Optional: `b.offset_handle(h, bytes)` is a handle to the memory of `h` from byte `bytes` on,
+/// good wherever `h` is (the host backend: the address plus `bytes`). With it, an op on a window
+/// of an array at an offset (`xdev::ArrayView`) runs the backend's own member; without it, such an
+/// op runs through the CPU fallback, which stages only the window.
+template <class B>
+concept OffsetsHandles = HasMemoryHandle<B> && requires(const B& b, typename B::memory_handle h, std::size_t n) {
+  { b.offset_handle(h, n) } noexcept -> std::same_as<typename B::memory_handle>;
+};
+
 /// Optional: the backend learns at run time whether its memory is host memory (a plugin that says
 /// so: `XDEV_PLUGIN_HOST_MEMORY`). `b.runtime_host_accessible()` answers for the whole backend, and
 /// `b.runtime_host_address(h)` is then the host address of `h` (null when it is not). A backend

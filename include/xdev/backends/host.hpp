@@ -138,6 +138,10 @@ class Host {
     release_block(b);
   }
   [[nodiscard]] void* host_address(memory_handle h) const noexcept { return h; }
+  /// The address `bytes` past `h` (`concepts::OffsetsHandles`): ops on windows of arrays run here.
+  [[nodiscard]] memory_handle offset_handle(memory_handle h, std::size_t bytes) const noexcept {
+    return static_cast<std::byte*>(h) + bytes;
+  }
 
   /// Copies of at most `inline_copy_bytes` run inside the call (the completion contract allows it):
   /// waking a worker costs more than copying that much.

@@ -26,9 +26,11 @@
 #include <xdev/core/metrics.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/memory/array.hpp>
+#include <xdev/memory/array_view.hpp>
 #include <xdev/ops/fallback.hpp>
 #include <xdev/ops/op_args.hpp>
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -83,45 +85,199 @@ void check_dtype(const char* op, DType t, const D& d) {
                 std::string(op) + ": dtype " + std::string(name_of(t)) + " is not supported by " + d.name());
 }
 
-template <class T, class B, class D>
-void check_array(const char* op, const char* what, const Array<T, B>& a, const D& d) {
+// ---- operands: an array, or a window of one ------------------------------------------------
+
+// What an op may take as an operand: an `Array<T, B>` or an `ArrayView<T, B>` (of `T` or `const
+// T`). `writable` says whether the op may write through it (a view's own constness is shallow).
+template <class X>
+struct operand_traits {};
+template <class T, class B>
+struct operand_traits<Array<T, B>> {
+  using value_type = T;
+  using backend = B;
+  static constexpr bool writable = true;
+};
+template <class T, class B>
+struct operand_traits<const Array<T, B>> : operand_traits<Array<T, B>> {
+  static constexpr bool writable = false;
+};
+template <class T, class B>
+struct operand_traits<ArrayView<T, B>> : operand_traits<Array<T, B>> {};
+template <class T, class B>
+struct operand_traits<ArrayView<const T, B>> : operand_traits<const Array<T, B>> {};
+template <class T, class B>
+struct operand_traits<const ArrayView<T, B>> : operand_traits<ArrayView<T, B>> {};
+
+template <class X>
+using operand_t = operand_traits<std::remove_reference_t<X>>;
+/// The element type of operand `X` (an array or a view, any reference).
+template <class X>
+using value_of = typename operand_t<X>::value_type;
+
+/// `X` is an array or a view whose memory is of backend `B`: what an op reads.
+template <class X, class B>
+concept input_of = requires {
+  typename operand_t<X>::value_type;
+}
+&&std::is_same_v<typename operand_t<X>::backend, B>;
+/// What an op writes: a non-`const` array (an lvalue: a temporary's result would be lost) or a
+/// view of non-`const` elements.
+template <class X, class B>
+concept output_of = input_of<X, B> && operand_t<X>::writable &&
+    (std::is_lvalue_reference_v<X> || xdev::detail::is_array_view<std::remove_cvref_t<X>>);
+/// An input of `B` whose elements are `T`.
+template <class X, class B, class T>
+concept input_of_type = input_of<X, B> && std::is_same_v<value_of<X>, T>;
+/// An output of `B` whose elements are `T`.
+template <class X, class B, class T>
+concept output_of_type = output_of<X, B> && std::is_same_v<value_of<X>, T>;
+
+// Whether `x` is a view (where its elements start in the buffer matters).
+template <class X>
+inline constexpr bool is_view_operand = xdev::detail::is_array_view<std::remove_cvref_t<X>>;
+
+// The first element's place in the buffer, in elements: 0 for an array.
+template <class X>
+std::size_t element_offset(const X& x) noexcept {
+  if constexpr (is_view_operand<X>)
+    return x.offset();
+  else
+    return 0;
+}
+
+// `rows_may_stride`: the op takes a 2-D window whose rows are contiguous but apart (a block of
+// columns: `gemm`, through its row strides).
+template <class X, class D>
+void check_array(const char* op, const char* what, const X& a, const D& d, bool rows_may_stride = false) {
+  if constexpr (is_view_operand<X>) {
+    if (a.empty() && a.shape() == Shape{0} && a.offset() == 0) {
+      try {
+        (void)a.buffer();
+      } catch (const error&) {
+        invalid(op, std::string(what) + " is a default-constructed ArrayView (a window onto no array)");
+      }
+    }
+    if (!a.is_contiguous() && !(rows_may_stride && a.rank() == 2 && a.stride(1) == 1))
+      invalid(op, std::string(what) + " is a strided view of shape " + to_string(a.shape()) + " (" +
+                      std::to_string(a.run_count()) + " contiguous runs); " +
+                      (rows_may_stride ? "it takes arrays, contiguous views and 2-D views whose rows are contiguous"
+                                       : "ops take arrays and contiguous views") +
+                      " (copy the window into an array first)");
+  }
   if (a.device() != d) {
     std::string where = a.device().valid() ? a.device().name() : "no device";
     if (a.device().valid() && !a.device().same_runtime(d) && a.device().name() == d.name())
       where += " of another runtime";
     invalid(op, std::string(what) + " is on " + where + ", not on " + d.name());
   }
-  if constexpr (HasDType<T>) check_dtype(op, dtype_of<T>, d);
+  if constexpr (HasDType<value_of<X>>) check_dtype(op, dtype_of<value_of<X>>, d);
 }
 
-template <class T, class U, class B>
-void check_same_shape(const char* op, const Array<T, B>& a, const char* an, const Array<U, B>& b, const char* bn) {
+template <class X, class Y>
+void check_same_shape(const char* op, const X& a, const char* an, const Y& b, const char* bn) {
   if (a.shape() != b.shape())
     invalid(op, std::string(an) + " has shape " + to_string(a.shape()) + " but " + bn + " has shape " +
                     to_string(b.shape()));
 }
 
-// Rejects an output that is one of the inputs, for ops whose kernels read inputs after writing outputs.
-template <class T, class B>
-void check_not_same(const char* op, const Array<T, B>& out, const char* out_name, const Array<T, B>& in,
-                    const char* in_name) {
-  if (&out == &in || (out.size() != 0 && out.buffer().native_handle() == in.buffer().native_handle()))
-    invalid(op, std::string(out_name) + " is the same array as " + in_name +
+// Whether operands `a` and `b` share an element: the same buffer, and an element of one window
+// inside the other (exactly, for windows of one element type: interleaved blocks of columns share
+// none; else by the byte ranges they span).
+template <class X, class Y>
+bool share_memory(const X& a, const Y& b) {
+  if (a.size() == 0 || b.size() == 0) return false;
+  if (static_cast<const void*>(&a.buffer()) != static_cast<const void*>(&b.buffer()) &&
+      !(a.buffer().native_handle() == b.buffer().native_handle()))
+    return false;
+  const typename xdev::detail::view_of<const X>::type va(a);
+  const typename xdev::detail::view_of<const Y>::type vb(b);
+  if constexpr (std::is_same_v<value_of<X>, value_of<Y>>) {
+    return xdev::detail::views_overlap(va.layout(), vb.layout());
+  } else {
+    auto span = [](const auto& v, std::size_t size) {
+      const auto& l = v.layout();
+      std::size_t last = l.offset;  // the last element's place
+      for (std::size_t d = 0; d < v.rank(); ++d)
+        last += static_cast<std::size_t>(v.shape()[static_cast<std::ptrdiff_t>(d)] - 1) *
+                static_cast<std::size_t>(l.strides[d]);
+      return std::pair{l.offset * size, (last + 1) * size};
+    };
+    const auto [a0, a1] = span(va, sizeof(value_of<X>));
+    const auto [b0, b1] = span(vb, sizeof(value_of<Y>));
+    return a0 < b1 && b0 < a1;
+  }
+}
+
+// Rejects an output that shares memory with an input, for ops whose kernels read inputs after writing outputs.
+template <class X, class Y>
+void check_not_same(const char* op, const X& out, const char* out_name, const Y& in, const char* in_name) {
+  const bool same = static_cast<const void*>(&out) == static_cast<const void*>(&in) ||
+                    (share_memory(out, in) && !is_view_operand<X> && !is_view_operand<Y>);
+  if (same || share_memory(out, in))
+    invalid(op, std::string(out_name) + (same ? " is the same array as " : " shares memory with ") + in_name +
                     "; the output must not share memory with an input");
+}
+
+// Rejects an output that overlaps an input in part, for element-wise ops: `out` may be the input
+// itself (the same elements), or apart from it.
+template <class X, class Y>
+void check_same_or_apart(const char* op, const X& out, const char* out_name, const Y& in, const char* in_name) {
+  if (share_memory(out, in) && element_offset(out) != element_offset(in))
+    invalid(op, std::string(out_name) + " overlaps " + in_name + " in part (elements from " +
+                    std::to_string(element_offset(out)) + " and from " + std::to_string(element_offset(in)) +
+                    " of one array); an element-wise output must be the input itself or apart from it");
 }
 
 template <class T>
 inline constexpr bool is_arith = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
-// The handle of an array's memory (the backend's `memory_handle`, or an erased one).
-template <class T, class B>
-auto handle(const Array<T, B>& a) {
+// The handle of an operand's memory (the backend's `memory_handle`, or an erased one): the
+// whole buffer's; a view's offset travels beside it (`OperandOffsets`).
+template <class X>
+auto handle(const X& a) {
   return a.buffer().native_handle();
 }
 
 template <class T, class H>
 Staged<H> staged(H h, std::size_t n, bool read, bool written) {
-  return {h, n * sizeof(T), read, written};
+  return {h, n * sizeof(T), read, written, 0};
+}
+
+/// Where each operand of an op starts in its buffer, in bytes, in the order of the `*Args`
+/// struct's memory handles (the order `rebind_handles` maps them in, and `op_traits::operands`
+/// lists them in); zero for a whole array.
+struct OperandOffsets {
+  std::array<std::size_t, 3> bytes{};
+  [[nodiscard]] bool any() const noexcept { return (bytes[0] | bytes[1] | bytes[2]) != 0; }
+};
+
+// The offsets of operands `xs`, in the order given (the `*Args` struct's handle order).
+template <class... X>
+OperandOffsets offsets_of(const X&... xs) noexcept {
+  static_assert(sizeof...(X) <= 3);
+  OperandOffsets o;
+  std::size_t i = 0;
+  ((o.bytes[i++] = element_offset(xs) * sizeof(value_of<X>)), ...);
+  return o;
+}
+
+// `args` with each memory handle moved `offsets` bytes on by backend `b` (`concepts::OffsetsHandles`).
+template <class B, class Args>
+Args shifted(const B& b, const Args& args, const OperandOffsets& offsets) {
+  using H = typename B::memory_handle;
+  std::size_t i = 0;
+  return rebind_handles<H>(args, [&](const H& h) {
+    const std::size_t by = offsets.bytes[i++];
+    return by == 0 ? h : b.offset_handle(h, by);
+  });
+}
+
+// The fallback's operands of `args`, each staged from its offset.
+template <class Args>
+auto staged_operands(const Args& args, const OperandOffsets& offsets) {
+  auto operands = op_traits<Args>::operands(args);
+  for (std::size_t i = 0; i < operands.size() && i < offsets.bytes.size(); ++i) operands[i].offset = offsets.bytes[i];
+  return operands;
 }
 
 }  // namespace detail
@@ -153,29 +309,39 @@ inline constexpr bool may_refuse = concepts::DeclaresOps<B> ||
                                    (op_info<Args>::kind == OpKind::binary && concepts::DeclaresBinaryOps<B>);
 
 /// Runs the op of `args` on `dev` through the CPU fallback (counted in `fallback.<op>`), whatever
-/// the backend has.
+/// the backend has; each operand is staged from its offset.
 template <class B, class Args>
-void launch_fallback(const Device<B>& dev, const Args& args, Completion done) {
+void launch_fallback(const Device<B>& dev, const Args& args, const OperandOffsets& offsets, Completion done) {
   using traits = op_traits<Args>;
   if (tools::active()) tools::detail::instant(tools::Category::fallback, traits::name(args), dev.name());
   run_fallback<B>(
-      traits::name(args), dev.backend(), dev.ordinal(), traits::operands(args),
+      traits::name(args), dev.backend(), dev.ordinal(), staged_operands(args, offsets),
       [args](std::vector<std::byte*>& p) { traits::compute(args, p); }, std::move(done));
 }
 
-/// Runs the op of `args` on `dev`: the backend's member, or the CPU fallback.
+/// Runs the op of `args` on `dev`: the backend's member, or the CPU fallback. Operands at an
+/// offset (windows of arrays) reach the member through `offset_handle` where the backend has it
+/// (`concepts::OffsetsHandles`), else the fallback stages them.
 template <class B, class Args>
-void launch_op(const Device<B>& dev, const Args& args, Completion done) {
+void launch_op(const Device<B>& dev, const Args& args, const OperandOffsets& offsets, Completion done) {
   constexpr bool member = has_native_op<B, Args>;
+  constexpr bool offsets_natively = concepts::OffsetsHandles<B>;
   if constexpr (member) {
-    if (runs_natively(dev.backend(), args)) return call_native(dev.backend(), dev.ordinal(), args, std::move(done));
+    if ((offsets_natively || !offsets.any()) && runs_natively(dev.backend(), args)) {
+      if constexpr (offsets_natively) {
+        if (offsets.any())
+          return call_native(dev.backend(), dev.ordinal(), shifted(dev.backend(), args, offsets), std::move(done));
+      }
+      return call_native(dev.backend(), dev.ordinal(), args, std::move(done));
+    }
   }
-  if constexpr (!member || may_refuse<B, Args>) launch_fallback(dev, args, std::move(done));
+  if constexpr (!member || !offsets_natively || may_refuse<B, Args>)
+    launch_fallback(dev, args, offsets, std::move(done));
 }
 
 template <class D, class Args>
-void launch(const D& dev, const Args& args, Completion done) {
-  op_launcher<D>::launch(dev, args, std::move(done));
+void launch(const D& dev, const Args& args, const OperandOffsets& offsets, Completion done) {
+  op_launcher<D>::launch(dev, args, offsets, std::move(done));
 }
 
 // What profiler hooks are told about the op of `args` (its name and element type).
@@ -188,23 +354,24 @@ xdev::detail::activity_tag op_activity(const Args& args) noexcept {
 
 // Submits an op without a result on `s`: `launch_op(device, args)` once it reaches the device.
 template <class S, class Args, class Token>
-auto submit_op(const S& s, const Args& args, Token&& token) {
+auto submit_op(const S& s, const Args& args, const OperandOffsets& offsets, Token&& token) {
   return s.template submit<void>(
       nullptr,
-      xdev::detail::queue_ordered([dev = s.device(), args](Completion done) { launch(dev, args, std::move(done)); },
-                                  op_activity(args)),
+      xdev::detail::queue_ordered(
+          [dev = s.device(), args, offsets](Completion done) { launch(dev, args, offsets, std::move(done)); },
+          op_activity(args)),
       std::forward<Token>(token));
 }
 
 // Submits an op producing a `T` through `args.result` (`sum`, `dot`).
 template <class T, class S, class Args, class Token>
-auto submit_op_with_result(const S& s, const Args& args, Token&& token) {
+auto submit_op_with_result(const S& s, const Args& args, const OperandOffsets& offsets, Token&& token) {
   auto slot = std::make_shared<xdev::detail::result_slot<T>>();
   return s.template submit<T>(slot,
                               xdev::detail::queue_ordered(
-                                  [dev = s.device(), args = Args(args), slot](Completion done) mutable {
+                                  [dev = s.device(), args = Args(args), offsets, slot](Completion done) mutable {
                                     args.result = &slot->value.emplace();
-                                    launch(dev, args, std::move(done));
+                                    launch(dev, args, offsets, std::move(done));
                                   },
                                   op_activity(args)),
                               std::forward<Token>(token));
@@ -213,11 +380,11 @@ auto submit_op_with_result(const S& s, const Args& args, Token&& token) {
 // Submits the op of `args` on `s` to run through the CPU fallback, whatever the backend has: for
 // element types that no backend member takes (the ops' members take f32 and f64).
 template <class S, class Args, class Token>
-auto submit_fallback(const S& s, const Args& args, Token&& token) {
+auto submit_fallback(const S& s, const Args& args, const OperandOffsets& offsets, Token&& token) {
   return s.template submit<void>(nullptr,
                                  xdev::detail::queue_ordered(
-                                     [dev = s.device(), args](Completion done) {
-                                       op_launcher<std::decay_t<decltype(dev)>>::launch_fallback(dev, args,
+                                     [dev = s.device(), args, offsets](Completion done) {
+                                       op_launcher<std::decay_t<decltype(dev)>>::launch_fallback(dev, args, offsets,
                                                                                                  std::move(done));
                                      },
                                      op_activity(args)),
@@ -230,12 +397,13 @@ auto submit_fallback(const S& s, const Args& args, Token&& token) {
 template <class B>
 struct op_launcher<Device<B>> {
   template <class Args>
-  static void launch(const Device<B>& dev, const Args& args, Completion done) {
-    detail::launch_op(dev, args, std::move(done));
+  static void launch(const Device<B>& dev, const Args& args, const detail::OperandOffsets& offsets, Completion done) {
+    detail::launch_op(dev, args, offsets, std::move(done));
   }
   template <class Args>
-  static void launch_fallback(const Device<B>& dev, const Args& args, Completion done) {
-    detail::launch_fallback(dev, args, std::move(done));
+  static void launch_fallback(const Device<B>& dev, const Args& args, const detail::OperandOffsets& offsets,
+                              Completion done) {
+    detail::launch_fallback(dev, args, offsets, std::move(done));
   }
 };
 

@@ -51,13 +51,19 @@ inline kernels::Parallel fallback_parallel() {
   return {&fallback_pool()->get(), workers};
 }
 
-/// One device operand of a fallback op: what is copied in before and out after the host compute.
+/// One device operand of a fallback op: what is copied in before and out after the host compute
+/// (`bytes` from byte `offset` of `handle`'s memory: a window of an array stages only itself). A
+/// written window whose rows lie apart (`row_stride` bytes from row to row, `row_bytes` each; 0:
+/// one block) is written back row by row, leaving the memory between its rows alone.
 template <class H>
 struct Staged {
   H handle;
   std::size_t bytes;
   bool read;
   bool written;
+  std::size_t offset = 0;
+  std::size_t row_bytes = 0;
+  std::size_t row_stride = 0;
 };
 
 // Copies every read operand to host memory, one after another, runs `compute` on the fallback
@@ -89,7 +95,8 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
     if (i == operands_.size()) return compute();
     step(
         [&](Completion next) {
-          backend_->copy_to_host(device_, operands_[i].handle, 0, pointers_[i], operands_[i].bytes, std::move(next));
+          backend_->copy_to_host(device_, operands_[i].handle, operands_[i].offset, pointers_[i], operands_[i].bytes,
+                                 std::move(next));
         },
         [self = this->shared_from_this(), i] { self->copy_in(i + 1); });
   }
@@ -105,14 +112,22 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
     });
   }
 
-  void copy_out(std::size_t i) {
+  void copy_out(std::size_t i, std::size_t row = 0) {
     while (i < operands_.size() && (!operands_[i].written || operands_[i].bytes == 0)) ++i;
     if (i == operands_.size()) return finish(nullptr);
+    const Staged<H>& o = operands_[i];
+    const bool by_rows = o.row_stride != 0;
+    const std::size_t at = by_rows ? row * o.row_stride : 0;
+    const std::size_t bytes = by_rows ? o.row_bytes : o.bytes;
+    const bool more_rows = by_rows && at + o.row_stride < o.bytes;
     step(
         [&](Completion next) {
-          backend_->copy_to_device(device_, pointers_[i], operands_[i].handle, 0, operands_[i].bytes, std::move(next));
+          backend_->copy_to_device(device_, pointers_[i] + at, o.handle, o.offset + at, bytes, std::move(next));
         },
-        [self = this->shared_from_this(), i] { self->copy_out(i + 1); });
+        [self = this->shared_from_this(), i, row, more_rows] {
+          if (more_rows) return self->copy_out(i, row + 1);
+          self->copy_out(i + 1);
+        });
   }
 
   // Runs one backend transfer; on success continues with `then`, on failure finishes. The next

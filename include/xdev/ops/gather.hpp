@@ -44,17 +44,20 @@ struct op_traits<GatherArgs<T, I, H>> {
 /// `rows <= F * 10` (and F > 0), else sparse; both give bit-identical results, and the metrics
 /// `gather.dense` / `gather.sparse` count which ran. An index outside [0, rows) fails the op with
 /// `errc::invalid_argument` naming the index and its position, and `out` is not written.
-template <concepts::Queue Q, class T, class I, class Token = const use_future_t&>
-requires(std::is_same_v<I, std::int32_t> ||
-         std::is_same_v<I, std::int64_t>) auto gather(const Q& q, const Array<T, detail::backend_of<Q>>& table,
-                                                      const Array<I, detail::backend_of<Q>>& index,
-                                                      Array<T, detail::backend_of<Q>>& out,
-                                                      Token&& token = use_future) {
+template <concepts::Queue Q, class X, class Ix, class O, class Token = const use_future_t&>
+requires detail::input_of<X, detail::backend_of<Q>> && detail::input_of<Ix, detail::backend_of<Q>> &&
+    detail::output_of_type<O, detail::backend_of<Q>, detail::value_of<X>> &&
+    (std::is_same_v<detail::value_of<Ix>, std::int32_t> ||
+     std::is_same_v<detail::value_of<Ix>, std::int64_t>)auto gather(const Q& q, const X& table, const Ix& index,
+                                                                    O&& out, Token&& token = use_future) {
+  using T = detail::value_of<X>;
+  using I = detail::value_of<Ix>;
   const auto& s = detail::stream_of(q);
   detail::check_array("gather", "table", table, s.device());
   detail::check_array("gather", "index", index, s.device());
   detail::check_array("gather", "out", out, s.device());
   detail::check_not_same("gather", out, "out", table, "table");
+  detail::check_not_same("gather", out, "out", index, "index");
   if (table.rank() != 2) detail::invalid("gather", "table must be 2-D, but has shape " + to_string(table.shape()));
   if (index.rank() != 1) detail::invalid("gather", "index must be 1-D, but has shape " + to_string(index.shape()));
   const Shape want{index.shape()[0], table.shape()[1]};
@@ -67,7 +70,7 @@ requires(std::is_same_v<I, std::int32_t> ||
   GatherArgs<T, I, decltype(detail::handle(table))> args{
       detail::handle(table), rows, static_cast<std::size_t>(table.shape()[1]), detail::handle(index), index.size(),
       detail::handle(out),   dense};
-  return detail::submit_op(s, args, std::forward<Token>(token));
+  return detail::submit_op(s, args, detail::offsets_of(table, index, out), std::forward<Token>(token));
 }
 
 }  // namespace xdev::ops

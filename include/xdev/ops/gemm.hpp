@@ -27,9 +27,21 @@ namespace xdev::ops {
 template <class T, class H>
 struct op_traits<GemmArgs<T, H>> {
   static const char* name(const GemmArgs<T, H>&) noexcept { return "gemm"; }
+  // Each matrix from its first element to its last, row strides included; `c` is written back
+  // row by row when its rows lie apart (a block of columns), so the memory between them is kept.
   static std::vector<detail::Staged<H>> operands(const GemmArgs<T, H>& a) {
-    return {detail::staged<T>(a.a, a.m * a.k, true, false), detail::staged<T>(a.b, a.k * a.n, true, false),
-            detail::staged<T>(a.c, a.m * a.n, a.beta != T(0), true)};
+    auto span = [](std::size_t rows, std::size_t cols, std::size_t ld) {
+      return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
+    };
+    std::vector<detail::Staged<H>> out{
+        detail::staged<T>(a.a, span(a.trans_a ? a.k : a.m, a.trans_a ? a.m : a.k, a.lda), true, false),
+        detail::staged<T>(a.b, span(a.trans_b ? a.n : a.k, a.trans_b ? a.k : a.n, a.ldb), true, false),
+        detail::staged<T>(a.c, span(a.m, a.n, a.ldc), a.beta != T(0), true)};
+    if (a.ldc != a.n && a.m > 1) {
+      out[2].row_bytes = a.n * sizeof(T);
+      out[2].row_stride = a.ldc * sizeof(T);
+    }
+    return out;
   }
   static void compute(const GemmArgs<T, H>& a, std::vector<std::byte*>& p) {
     kernels::gemm(detail::fallback_parallel(), a.trans_a, a.trans_b, a.m, a.n, a.k, a.alpha,
@@ -49,17 +61,34 @@ struct GemmOptions {
   T beta = T(0);
 };
 
+namespace detail {
+// The row stride of a 2-D `gemm` operand as stored: its width for an array or a contiguous window,
+// the window's row stride for a block of columns.
+template <class X>
+std::size_t row_stride(const X& x) {
+  if constexpr (is_view_operand<X>) {
+    if (!x.is_contiguous()) return static_cast<std::size_t>(x.stride(0));
+  }
+  return static_cast<std::size_t>(x.shape()[1]);
+}
+}  // namespace detail
+
 /// Row-major matrix multiply: `c = alpha * op(a) * op(b) + beta * c`, all three 2-D. With
 /// `beta == 0`, `c` is not read. Inside a matching autocast scope, f32 inputs are rounded to the
-/// device's autocast dtype and accumulated in f32.
-template <concepts::Queue Q, class T, class Token = const use_future_t&>
-requires detail::is_arith<T>
-auto gemm(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, detail::backend_of<Q>>& b,
-          Array<T, detail::backend_of<Q>>& c, GemmOptions<T> opt = {}, Token&& token = use_future) {
+/// device's autocast dtype and accumulated in f32. Each of `a`, `b`, `c` may also be a window:
+/// contiguous, or a block of columns (rows contiguous, apart by the array's row stride, which
+/// becomes the op's `lda`/`ldb`/`ldc`); `c` must share no element with `a` or `b`.
+template <concepts::Queue Q, class A, class B2, class C, class Token = const use_future_t&>
+requires detail::input_of<A, detail::backend_of<Q>> &&
+    detail::input_of_type<B2, detail::backend_of<Q>, detail::value_of<A>> &&
+    detail::output_of_type<C, detail::backend_of<Q>, detail::value_of<A>> && detail::is_arith<detail::value_of<A>>
+auto gemm(const Q& q, const A& a, const B2& b, C&& c, GemmOptions<detail::value_of<A>> opt = {},
+          Token&& token = use_future) {
+  using T = detail::value_of<A>;
   const auto& s = detail::stream_of(q);
-  detail::check_array("gemm", "a", a, s.device());
-  detail::check_array("gemm", "b", b, s.device());
-  detail::check_array("gemm", "c", c, s.device());
+  detail::check_array("gemm", "a", a, s.device(), true);
+  detail::check_array("gemm", "b", b, s.device(), true);
+  detail::check_array("gemm", "c", c, s.device(), true);
   detail::check_not_same("gemm", c, "c", a, "a");
   detail::check_not_same("gemm", c, "c", b, "b");
   for (auto [arr, nm] : {std::pair{&a.shape(), "a"}, std::pair{&b.shape(), "b"}, std::pair{&c.shape(), "c"}})
@@ -82,14 +111,14 @@ auto gemm(const Q& q, const Array<T, detail::backend_of<Q>>& a, const Array<T, d
                                                 k,
                                                 opt.alpha,
                                                 detail::handle(a),
-                                                static_cast<std::size_t>(a.shape()[1]),
+                                                detail::row_stride(a),
                                                 detail::handle(b),
-                                                static_cast<std::size_t>(b.shape()[1]),
+                                                detail::row_stride(b),
                                                 opt.beta,
                                                 detail::handle(c),
-                                                n,
+                                                detail::row_stride(c),
                                                 autocast_compute_dtype(capabilities_of(s.device()), dtype_of<T>)};
-  return detail::submit_op(s, args, std::forward<Token>(token));
+  return detail::submit_op(s, args, detail::offsets_of(a, b, c), std::forward<Token>(token));
 }
 
 }  // namespace xdev::ops

@@ -52,9 +52,8 @@ struct RngOptions {
 };
 
 namespace detail {
-template <class Q, class T, class Token>
-auto rng(const char* name, const Q& q, Array<T, backend_of<Q>>& out, bool normal, T mean, T stddev, RngOptions opt,
-         Token&& token) {
+template <class Q, class O, class T, class Token>
+auto rng(const char* name, const Q& q, const O& out, bool normal, T mean, T stddev, RngOptions opt, Token&& token) {
   const auto& s = stream_of(q);
   check_array(name, "out", out, s.device());
   if (normal && !(stddev >= T(0))) invalid(name, "stddev " + std::to_string(stddev) + " is not >= 0");
@@ -65,22 +64,23 @@ auto rng(const char* name, const Q& q, Array<T, backend_of<Q>>& out, bool normal
   const std::uint64_t raw = random::raw_outputs_per_value<T> * out.size();
   const auto [seed, offset] = opt.seed ? std::pair{*opt.seed, opt.offset} : s.device().generator().reserve(raw);
   RngArgs<T, decltype(handle(out))> args{handle(out), out.size(), alg, seed, offset, normal, mean, stddev};
-  return submit_op(s, args, std::forward<Token>(token));
+  return submit_op(s, args, offsets_of(out), std::forward<Token>(token));
 }
 }  // namespace detail
 
 /// Fills `out` with uniform numbers in [0, 1) from a counter-based stream (f32, f64).
-template <concepts::Queue Q, class T, class Token = const use_future_t&>
-requires detail::is_arith<T>
-auto rng_uniform(const Q& q, Array<T, detail::backend_of<Q>>& out, RngOptions opt = {}, Token&& token = use_future) {
+template <concepts::Queue Q, class O, class Token = const use_future_t&>
+requires detail::output_of<O, detail::backend_of<Q>> && detail::is_arith<detail::value_of<O>>
+auto rng_uniform(const Q& q, O&& out, RngOptions opt = {}, Token&& token = use_future) {
+  using T = detail::value_of<O>;
   return detail::rng("rng_uniform", q, out, false, T(0), T(1), opt, std::forward<Token>(token));
 }
 
 /// Fills `out` with normal numbers (Box–Muller on the same stream as `rng_uniform`).
-template <concepts::Queue Q, class T, class Token = const use_future_t&>
-requires detail::is_arith<T>
-auto rng_normal(const Q& q, Array<T, detail::backend_of<Q>>& out, std::type_identity_t<T> mean = T(0),
-                std::type_identity_t<T> stddev = T(1), RngOptions opt = {}, Token&& token = use_future) {
+template <concepts::Queue Q, class O, class Token = const use_future_t&>
+requires detail::output_of<O, detail::backend_of<Q>> && detail::is_arith<detail::value_of<O>>
+auto rng_normal(const Q& q, O&& out, std::type_identity_t<detail::value_of<O>> mean = 0,
+                std::type_identity_t<detail::value_of<O>> stddev = 1, RngOptions opt = {}, Token&& token = use_future) {
   return detail::rng("rng_normal", q, out, true, mean, stddev, opt, std::forward<Token>(token));
 }
 

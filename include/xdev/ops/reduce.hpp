@@ -65,21 +65,23 @@ struct op_traits<DotArgs<T, H>> {
 
 /// The sum of every element of `x`, delivered as the result (`void(std::exception_ptr, T)`).
 /// f32 sums are pairwise: the error grows with log(n).
-template <concepts::Queue Q, class T, class Token = const use_future_t&>
-requires detail::is_arith<T>
-auto sum(const Q& q, const Array<T, detail::backend_of<Q>>& x, Token&& token = use_future) {
+template <concepts::Queue Q, class X, class Token = const use_future_t&>
+requires detail::input_of<X, detail::backend_of<Q>> && detail::is_arith<detail::value_of<X>>
+auto sum(const Q& q, const X& x, Token&& token = use_future) {
+  using T = detail::value_of<X>;
   const auto& s = detail::stream_of(q);
   detail::check_array("sum", "x", x, s.device());
   SumArgs<T, decltype(detail::handle(x))> args{detail::handle(x), x.size(), nullptr};
-  return detail::submit_op_with_result<T>(s, args, std::forward<Token>(token));
+  return detail::submit_op_with_result<T>(s, args, detail::offsets_of(x), std::forward<Token>(token));
 }
 
 /// Sums `x` along dimension `axis` (negative counts from the back) into `out`, whose shape is
 /// `x`'s without that dimension.
-template <concepts::Queue Q, class T, class Token = const use_future_t&>
-requires detail::is_arith<T>
-auto sum(const Q& q, const Array<T, detail::backend_of<Q>>& x, std::ptrdiff_t axis,
-         Array<T, detail::backend_of<Q>>& out, Token&& token = use_future) {
+template <concepts::Queue Q, class X, class O, class Token = const use_future_t&>
+requires detail::input_of<X, detail::backend_of<Q>> &&
+    detail::output_of_type<O, detail::backend_of<Q>, detail::value_of<X>> && detail::is_arith<detail::value_of<X>>
+auto sum(const Q& q, const X& x, std::ptrdiff_t axis, O&& out, Token&& token = use_future) {
+  using T = detail::value_of<X>;
   const auto& s = detail::stream_of(q);
   detail::check_array("sum", "x", x, s.device());
   detail::check_array("sum", "out", out, s.device());
@@ -99,25 +101,27 @@ auto sum(const Q& q, const Array<T, detail::backend_of<Q>>& x, std::ptrdiff_t ax
     detail::invalid("sum", "out has shape " + to_string(out.shape()) + " but summing " + to_string(xs) + " over axis " +
                                std::to_string(axis) + " gives " +
                                to_string(Shape(std::span<const Shape::value_type>(expected))));
+  detail::check_not_same("sum", out, "out", x, "x");
   SumAxisArgs<T, decltype(detail::handle(x))> args{detail::handle(x), detail::handle(out), outer,
                                                    static_cast<std::size_t>(xs[static_cast<std::ptrdiff_t>(ax)]),
                                                    inner};
-  return detail::submit_op(s, args, std::forward<Token>(token));
+  return detail::submit_op(s, args, detail::offsets_of(x, out), std::forward<Token>(token));
 }
 
 /// The dot product of `x` and `y` (same shape, flattened), as the result. Inside an autocast
 /// scope matching the device's `Autocast` policy, f32 inputs are rounded to the policy's dtype.
-template <concepts::Queue Q, class T, class Token = const use_future_t&>
-requires detail::is_arith<T>
-auto dot(const Q& q, const Array<T, detail::backend_of<Q>>& x, const Array<T, detail::backend_of<Q>>& y,
-         Token&& token = use_future) {
+template <concepts::Queue Q, class X, class Y, class Token = const use_future_t&>
+requires detail::input_of<X, detail::backend_of<Q>> &&
+    detail::input_of_type<Y, detail::backend_of<Q>, detail::value_of<X>> && detail::is_arith<detail::value_of<X>>
+auto dot(const Q& q, const X& x, const Y& y, Token&& token = use_future) {
+  using T = detail::value_of<X>;
   const auto& s = detail::stream_of(q);
   detail::check_array("dot", "x", x, s.device());
   detail::check_array("dot", "y", y, s.device());
   detail::check_same_shape("dot", x, "x", y, "y");
   DotArgs<T, decltype(detail::handle(x))> args{detail::handle(x), detail::handle(y), x.size(), nullptr,
                                                autocast_compute_dtype(capabilities_of(s.device()), dtype_of<T>)};
-  return detail::submit_op_with_result<T>(s, args, std::forward<Token>(token));
+  return detail::submit_op_with_result<T>(s, args, detail::offsets_of(x, y), std::forward<Token>(token));
 }
 
 }  // namespace xdev::ops

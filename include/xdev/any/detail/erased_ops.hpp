@@ -46,27 +46,28 @@ struct ErasedStaging {
 template <class D>
 struct erased_op_launcher {
   template <class Args>
-  static void launch(const D& dev, const Args& args, Completion done) {
+  static void launch(const D& dev, const Args& args, const ops::detail::OperandOffsets& offsets, Completion done) {
     using info = ops::detail::op_info<Args>;
     static_assert(info::known,
                   "xdev ops on AnyArray<T>: every element type must have a DType (bool, std::uint8_t, std::int32_t, "
                   "std::int64_t, xdev::f16, xdev::bf16, float, double)");
     Completion kept = dev.keep_alive(std::move(done));
-    if (!dev.model().run(info::kind, info::dtype, info::dtype2, &args, kept))
-      launch_fallback(dev, args, std::move(kept));
+    if (!dev.model().run(info::kind, info::dtype, info::dtype2, &args, offsets, kept))
+      launch_fallback(dev, args, offsets, std::move(kept));
   }
 
   /// The CPU fallback on an erased device (counted in `fallback.<op>`): its operands travel
   /// through the device's own transfers (`ErasedStaging`), so the backend's type is never needed.
   template <class Args>
-  static void launch_fallback(const D& dev, const Args& args, Completion done) {
+  static void launch_fallback(const D& dev, const Args& args, const ops::detail::OperandOffsets& offsets,
+                              Completion done) {
     using traits = ops::op_traits<Args>;
     if (tools::active()) tools::detail::instant(tools::Category::fallback, traits::name(args), dev.name());
     // The staging backend lives until the fallback delivers `done`: the completion holds it.
     auto staging = std::make_shared<ErasedStaging<D>>(ErasedStaging<D>{dev});
     auto& backend = *staging;
     ops::detail::run_fallback<ErasedStaging<D>>(
-        traits::name(args), backend, 0, traits::operands(args),
+        traits::name(args), backend, 0, ops::detail::staged_operands(args, offsets),
         [args](std::vector<std::byte*>& p) { traits::compute(args, p); },
         Completion([staging = std::move(staging), done = std::move(done)](std::exception_ptr ep) mutable {
           done(std::move(ep));

@@ -216,7 +216,8 @@ class AnyDeviceModel {
   /// are compiled where an op is called, once for every backend, not in every erasure of every
   /// backend. A combination no public op produces completes `done` with `errc::unimplemented` and
   /// returns true.
-  virtual bool run(ops::OpKind op, DType t, DType t2, const void* args, Completion& done) const = 0;
+  virtual bool run(ops::OpKind op, DType t, DType t2, const void* args, const ops::detail::OperandOffsets& offsets,
+                   Completion& done) const = 0;
 
   /// The typed `Device<B>` inside when `backend` is `typeid(B)`, else null.
   virtual const void* target(const std::type_info& backend) const noexcept = 0;
@@ -362,7 +363,8 @@ class DeviceModel final : public AnyDeviceModel {
     }
   }
 
-  bool run(ops::OpKind op, DType t, DType t2, const void* args, Completion& done) const override {
+  bool run(ops::OpKind op, DType t, DType t2, const void* args, const ops::detail::OperandOffsets& offsets,
+           Completion& done) const override {
     bool known = false;
     bool native = false;
     // Rebuilds the typed arguments from the erased ones behind `args` and starts the backend's
@@ -370,10 +372,22 @@ class DeviceModel final : public AnyDeviceModel {
     auto launch = [&]<class Erased>(std::type_identity<Erased>) {
       known = true;
       using Typed = decltype(ops::detail::rebind_handles<H>(std::declval<const Erased&>(), unerase_handle<H>));
-      if constexpr (ops::has_native_op<B, Typed>) {
+      // Operands at an offset run here only when the backend can move a handle on
+      // (`concepts::OffsetsHandles`); else the caller's fallback stages them.
+      if constexpr (ops::has_native_op<B, Typed> && concepts::OffsetsHandles<B>) {
+        const Typed typed = ops::detail::shifted(
+            dev_.backend(),
+            ops::detail::rebind_handles<H>(*static_cast<const Erased*>(args),
+                                           [](const erased_handle& e) { return unerase_handle<H>(bound(e)); }),
+            offsets);
+        if (ops::runs_natively(dev_.backend(), typed)) {
+          native = true;
+          ops::detail::call_native(dev_.backend(), dev_.ordinal(), typed, std::move(done));
+        }
+      } else if constexpr (ops::has_native_op<B, Typed>) {
         const Typed typed = ops::detail::rebind_handles<H>(
             *static_cast<const Erased*>(args), [](const erased_handle& e) { return unerase_handle<H>(bound(e)); });
-        if (ops::runs_natively(dev_.backend(), typed)) {
+        if (!offsets.any() && ops::runs_natively(dev_.backend(), typed)) {
           native = true;
           ops::detail::call_native(dev_.backend(), dev_.ordinal(), typed, std::move(done));
         }
