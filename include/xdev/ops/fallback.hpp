@@ -2,6 +2,7 @@
 /// The CPU fallback: an op a backend does not implement runs on the host (copy in, compute, copy out).
 #pragma once
 
+#include <xdev/async/detail/join.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
 #include <xdev/core/detail/unique_function.hpp>
@@ -112,22 +113,28 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
     });
   }
 
-  void copy_out(std::size_t i, std::size_t row = 0) {
+  // An operand with rows apart goes back as one step of one transfer per row, all started at once
+  // and joined (`start_parts`): a chain of steps would nest one call per row on a backend that
+  // completes inside its call.
+  void copy_out(std::size_t i) {
     while (i < operands_.size() && (!operands_[i].written || operands_[i].bytes == 0)) ++i;
     if (i == operands_.size()) return finish(nullptr);
     const Staged<H>& o = operands_[i];
-    const bool by_rows = o.row_stride != 0;
-    const std::size_t at = by_rows ? row * o.row_stride : 0;
-    const std::size_t bytes = by_rows ? o.row_bytes : o.bytes;
-    const bool more_rows = by_rows && at + o.row_stride < o.bytes;
+    const std::size_t rows = o.row_stride == 0 ? 1 : (o.bytes - o.row_bytes) / o.row_stride + 1;
     step(
         [&](Completion next) {
-          backend_->copy_to_device(device_, pointers_[i] + at, o.handle, o.offset + at, bytes, std::move(next));
+          if (rows == 1)
+            return backend_->copy_to_device(device_, pointers_[i], o.handle, o.offset, o.bytes, std::move(next));
+          xdev::detail::start_parts(
+              rows,
+              [&](std::size_t r, Completion part) {
+                const std::size_t at = r * o.row_stride;
+                backend_->copy_to_device(device_, pointers_[i] + at, o.handle, o.offset + at, o.row_bytes,
+                                         std::move(part));
+              },
+              std::move(next));
         },
-        [self = this->shared_from_this(), i, row, more_rows] {
-          if (more_rows) return self->copy_out(i, row + 1);
-          self->copy_out(i + 1);
-        });
+        [self = this->shared_from_this(), i] { self->copy_out(i + 1); });
   }
 
   // Runs one backend transfer; on success continues with `then`, on failure finishes. The next

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <future>
 #include <numeric>
 #include <span>
@@ -332,6 +333,38 @@ TEST(OpsOnViewsStaging, AWindowAtAnOffsetStagesOnlyItsBytes) {
   const auto after = dev.transfer_stats();
   EXPECT_EQ(after.bytes_to_host - before.bytes_to_host, 2 * 16 * sizeof(float));
   EXPECT_EQ(after.bytes_from_host - before.bytes_from_host, 2 * 16 * sizeof(float));
+}
+
+// A host backend without `offset_handle` whose transfers complete inside the call (which the
+// completion rule allows: docs/writing-a-backend.md).
+class InlineTransfers : public HostWithoutOffsets {
+ public:
+  void copy_to_device(std::size_t, const void* src, memory_handle dst, std::size_t offset, std::size_t bytes,
+                      xdev::Completion done) {
+    std::memcpy(static_cast<std::byte*>(dst) + offset, src, bytes);
+    done(nullptr);
+  }
+  void copy_to_host(std::size_t, memory_handle src, std::size_t offset, void* dst, std::size_t bytes,
+                    xdev::Completion done) {
+    std::memcpy(dst, static_cast<const std::byte*>(src) + offset, bytes);
+    done(nullptr);
+  }
+};
+
+TEST(OpsOnViewsStaging, ATallBlockOfColumnsGoesBackWithoutNestingACallPerRow) {
+  // 200 000 rows written back one transfer each, every one completing inside its call: started
+  // in a loop, not chained (a chain would nest a call per row, past any thread's stack).
+  xdev::Runtime<InlineTransfers> rt{};
+  const auto dev = rt.device(0);
+  constexpr std::size_t rows = 200000;
+  auto a = array_of(dev, {rows, 1}, std::vector<float>(rows, 2.0f));
+  auto b = array_of(dev, {1, 1}, std::vector<float>{3.0f});
+  auto c = array_of(dev, {rows, 2}, std::vector<float>(2 * rows, -1.0f));
+  const auto before = xdev::metrics::value("fallback.gemm");
+  xdev::ops::gemm(dev, a, b, xdev::slice(c, xdev::all, {1, 2})).get();
+  EXPECT_EQ(xdev::metrics::value("fallback.gemm"), before + 1);
+  const auto got = host_of(dev, c);
+  for (std::size_t i = 0; i < 2 * rows; ++i) ASSERT_EQ(got[i], i % 2 == 0 ? -1.0f : 6.0f) << "element " << i;
 }
 
 }  // namespace
