@@ -54,8 +54,9 @@ inline kernels::Parallel fallback_parallel() {
 
 /// One device operand of a fallback op: what is copied in before and out after the host compute
 /// (`bytes` from byte `offset` of `handle`'s memory: a window of an array stages only itself). A
-/// written window whose rows lie apart (`row_stride` bytes from row to row, `row_bytes` each; 0:
-/// one block) is written back row by row, leaving the memory between its rows alone.
+/// window whose rows lie apart (`row_stride` bytes from row to row, `row_bytes` each; 0: one
+/// block) is staged row by row, at the same places in the host copy: the memory between its rows
+/// is neither read nor written (another stream may be writing it).
 template <class H>
 struct Staged {
   H handle;
@@ -94,12 +95,8 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
   void copy_in(std::size_t i) {
     while (i < operands_.size() && (!operands_[i].read || operands_[i].bytes == 0)) ++i;
     if (i == operands_.size()) return compute();
-    step(
-        [&](Completion next) {
-          backend_->copy_to_host(device_, operands_[i].handle, operands_[i].offset, pointers_[i], operands_[i].bytes,
-                                 std::move(next));
-        },
-        [self = this->shared_from_this(), i] { self->copy_in(i + 1); });
+    step([&](Completion next) { transfer(i, false, std::move(next)); },
+         [self = this->shared_from_this(), i] { self->copy_in(i + 1); });
   }
 
   void compute() {
@@ -113,28 +110,28 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
     });
   }
 
-  // An operand with rows apart goes back as one step of one transfer per row, all started at once
-  // and joined (`start_parts`): a chain of steps would nest one call per row on a backend that
-  // completes inside its call.
   void copy_out(std::size_t i) {
     while (i < operands_.size() && (!operands_[i].written || operands_[i].bytes == 0)) ++i;
     if (i == operands_.size()) return finish(nullptr);
+    step([&](Completion next) { transfer(i, true, std::move(next)); },
+         [self = this->shared_from_this(), i] { self->copy_out(i + 1); });
+  }
+
+  // Operand `i` to the device (`to_device`) or to the host. One with rows apart is one transfer per
+  // row, all started at once and joined (`start_parts`): a chain of steps would nest one call per
+  // row on a backend that completes inside its call.
+  void transfer(std::size_t i, bool to_device, Completion next) {
     const Staged<H>& o = operands_[i];
-    const std::size_t rows = o.row_stride == 0 ? 1 : (o.bytes - o.row_bytes) / o.row_stride + 1;
-    step(
-        [&](Completion next) {
-          if (rows == 1)
-            return backend_->copy_to_device(device_, pointers_[i], o.handle, o.offset, o.bytes, std::move(next));
-          xdev::detail::start_parts(
-              rows,
-              [&](std::size_t r, Completion part) {
-                const std::size_t at = r * o.row_stride;
-                backend_->copy_to_device(device_, pointers_[i] + at, o.handle, o.offset + at, o.row_bytes,
-                                         std::move(part));
-              },
-              std::move(next));
-        },
-        [self = this->shared_from_this(), i] { self->copy_out(i + 1); });
+    auto one = [&](std::size_t at, std::size_t bytes, Completion c) {
+      if (to_device)
+        backend_->copy_to_device(device_, pointers_[i] + at, o.handle, o.offset + at, bytes, std::move(c));
+      else
+        backend_->copy_to_host(device_, o.handle, o.offset + at, pointers_[i] + at, bytes, std::move(c));
+    };
+    if (o.row_stride == 0) return one(0, o.bytes, std::move(next));
+    xdev::detail::start_parts(
+        (o.bytes - o.row_bytes) / o.row_stride + 1,
+        [&](std::size_t r, Completion part) { one(r * o.row_stride, o.row_bytes, std::move(part)); }, std::move(next));
   }
 
   // Runs one backend transfer; on success continues with `then`, on failure finishes. The next

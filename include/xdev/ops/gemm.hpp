@@ -27,8 +27,8 @@ namespace xdev::ops {
 template <class T, class H>
 struct op_traits<GemmArgs<T, H>> {
   static const char* name(const GemmArgs<T, H>&) noexcept { return "gemm"; }
-  // Each matrix from its first element to its last, row strides included; `c` is written back
-  // row by row when its rows lie apart (a block of columns), so the memory between them is kept.
+  // Each matrix from its first element to its last, row strides included; one whose rows lie apart
+  // (a block of columns) is staged row by row, so the memory between them is left alone.
   static std::vector<detail::Staged<H>> operands(const GemmArgs<T, H>& a) {
     auto span = [](std::size_t rows, std::size_t cols, std::size_t ld) {
       return rows == 0 || cols == 0 ? 0 : (rows - 1) * ld + cols;
@@ -37,10 +37,15 @@ struct op_traits<GemmArgs<T, H>> {
         detail::staged<T>(a.a, span(a.trans_a ? a.k : a.m, a.trans_a ? a.m : a.k, a.lda), true, false),
         detail::staged<T>(a.b, span(a.trans_b ? a.n : a.k, a.trans_b ? a.k : a.n, a.ldb), true, false),
         detail::staged<T>(a.c, span(a.m, a.n, a.ldc), a.beta != T(0), true)};
-    if (a.ldc != a.n && a.m > 1) {
-      out[2].row_bytes = a.n * sizeof(T);
-      out[2].row_stride = a.ldc * sizeof(T);
-    }
+    auto by_rows = [](detail::Staged<H>& s, std::size_t rows, std::size_t cols, std::size_t ld) {
+      if (ld != cols && rows > 1 && cols > 0) {
+        s.row_bytes = cols * sizeof(T);
+        s.row_stride = ld * sizeof(T);
+      }
+    };
+    by_rows(out[0], a.trans_a ? a.k : a.m, a.trans_a ? a.m : a.k, a.lda);
+    by_rows(out[1], a.trans_b ? a.n : a.k, a.trans_b ? a.k : a.n, a.ldb);
+    by_rows(out[2], a.m, a.n, a.ldc);
     return out;
   }
   static void compute(const GemmArgs<T, H>& a, std::vector<std::byte*>& p) {
