@@ -89,7 +89,10 @@ class DeviceFilter {
   /// Parsing it gives an equal filter (up to the case of names).
   [[nodiscard]] std::string to_string() const {
     std::string out;
-    for (const auto& t : terms_) out += (out.empty() ? "" : ";") + to_string(t);
+    for (const auto& t : terms_) {
+      if (!out.empty()) out += ';';
+      out += to_string(t);
+    }
     return out;
   }
 
@@ -97,7 +100,13 @@ class DeviceFilter {
   [[nodiscard]] static std::string to_string(const DeviceFilterTerm& t) {
     std::string out = t.exclude ? "!" : "";
     for (char c : t.backend) out += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    for (std::size_t i = 0; i < t.ordinals.size(); ++i) out += (i == 0 ? ":" : ",") + std::to_string(t.ordinals[i]);
+    // Appended piece by piece: `":" + std::to_string(...)` (a literal before a temporary string)
+    // trips g++ 12's -Wrestrict at -O3 once inlined into the registry (a false positive that
+    // fails users' -Werror builds).
+    for (std::size_t i = 0; i < t.ordinals.size(); ++i) {
+      out += i == 0 ? ':' : ',';
+      out += std::to_string(t.ordinals[i]);
+    }
     return out;
   }
 

@@ -101,7 +101,10 @@ class NDRange {
 /// "{1024}", "{64, 32}".
 [[nodiscard]] inline std::string describe(const NDRange& r) {
   std::string s = "{";
-  for (std::uint32_t d = 0; d < r.dims(); ++d) s += (d ? ", " : "") + std::to_string(r[d]);
+  for (std::uint32_t d = 0; d < r.dims(); ++d) {
+    if (d != 0) s += ", ";
+    s += std::to_string(r[d]);
+  }
   return s + "}";
 }
 

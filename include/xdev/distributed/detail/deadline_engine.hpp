@@ -55,7 +55,10 @@ inline const char* name_of(int kind) {
 
 inline std::string list_ranks(const std::vector<std::uint32_t>& ranks) {
   std::string out;
-  for (std::uint32_t r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  for (std::uint32_t r : ranks) {
+    if (!out.empty()) out += ", ";
+    out += std::to_string(r);
+  }
   return out;
 }
 
@@ -238,7 +241,10 @@ class DeadlineEngine {
     for (const auto& h : headers) total += h.count[1];
     if (total != in.size()) {
       std::string slices;
-      for (std::size_t r = 0; r < headers.size(); ++r) slices += (r ? ", " : "") + std::to_string(headers[r].count[1]);
+      for (std::size_t r = 0; r < headers.size(); ++r) {
+        if (r != 0) slices += ", ";
+        slices += std::to_string(headers[r].count[1]);
+      }
       throw error(errc::invalid_argument, std::string("distributed::") + name + ": the ranks' outputs (" + slices +
                                               " elements, in rank order) add up to " + std::to_string(total) +
                                               ", but the input has " + std::to_string(in.size()) +
