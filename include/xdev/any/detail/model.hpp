@@ -372,22 +372,14 @@ class DeviceModel final : public AnyDeviceModel {
     auto launch = [&]<class Erased>(std::type_identity<Erased>) {
       known = true;
       using Typed = decltype(ops::detail::rebind_handles<H>(std::declval<const Erased&>(), unerase_handle<H>));
-      // Operands at an offset run here only when the backend can move a handle on
-      // (`concepts::OffsetsHandles`); else the caller's fallback stages them.
-      if constexpr (ops::has_native_op<B, Typed> && concepts::OffsetsHandles<B>) {
-        const Typed typed = ops::detail::shifted(
-            dev_.backend(),
-            ops::detail::rebind_handles<H>(*static_cast<const Erased*>(args),
-                                           [](const erased_handle& e) { return unerase_handle<H>(bound(e)); }),
-            offsets);
-        if (ops::runs_natively(dev_.backend(), typed)) {
-          native = true;
-          ops::detail::call_native(dev_.backend(), dev_.ordinal(), typed, std::move(done));
-        }
-      } else if constexpr (ops::has_native_op<B, Typed>) {
-        const Typed typed = ops::detail::rebind_handles<H>(
+      if constexpr (ops::has_native_op<B, Typed>) {
+        // Operands at an offset run here only when the backend can move a handle on
+        // (`concepts::OffsetsHandles`); else the caller's fallback stages them.
+        if (!concepts::OffsetsHandles<B> && offsets.any()) return;
+        Typed typed = ops::detail::rebind_handles<H>(
             *static_cast<const Erased*>(args), [](const erased_handle& e) { return unerase_handle<H>(bound(e)); });
-        if (!offsets.any() && ops::runs_natively(dev_.backend(), typed)) {
+        if constexpr (concepts::OffsetsHandles<B>) typed = ops::detail::shifted(dev_.backend(), typed, offsets);
+        if (ops::runs_natively(dev_.backend(), typed)) {
           native = true;
           ops::detail::call_native(dev_.backend(), dev_.ordinal(), typed, std::move(done));
         }
