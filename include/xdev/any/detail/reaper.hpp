@@ -15,8 +15,14 @@ namespace detail {
 
 /// Runs, on a thread of its own, the destructions that must not run where the last owner let go.
 /// A runtime's last handle can be released on one of its backend's own threads (a completion held
-/// it); destroying the runtime there would make the backend join the thread it runs on. Its
-/// destructor runs what is pending and joins.
+/// it); destroying the runtime there would make the backend join the thread it runs on.
+///
+/// At exit, what is pending runs and the thread is joined (like a static's destructor, after every
+/// static made after the reaper). The reaper's own state is never destroyed: a completion tells the
+/// user first and lets go of its device after, so a backend's thread may still hand an object over
+/// while the process exits, and must not find a destroyed mutex or condition variable. An object
+/// handed over after that drain is kept, not destroyed: the process is ending, and destroying it
+/// would need a thread nobody joins.
 class Reaper {
  public:
   /// One deferred destruction, allocated when its object is made: queueing it (from a deleter,
@@ -28,20 +34,53 @@ class Reaper {
   };
 
   static Reaper& instance() {
-    static Reaper r;
-    return r;
+    static Reaper* const r = new Reaper;  // never deleted, reachable: see the class
+    static const Drain drain{*r};
+    return *r;
   }
   Reaper(const Reaper&) = delete;
   Reaper& operator=(const Reaper&) = delete;
-  ~Reaper() {
+
+  /// Queues `job` (owned from now on) to run on the reaper's thread. Never throws and never
+  /// allocates, except to start the thread on first use; when the thread cannot be started (the
+  /// system's limit, memory) the job stays queued for the next call that can, or the exit drain.
+  void defer(Job* job) noexcept {
+    std::lock_guard lock(mutex_);
+    (tail_ != nullptr ? tail_->next : head_) = job;
+    tail_ = job;
+    // Once stopping, no thread is started (nobody would join it): the drain runs the job, or it
+    // is kept (see the class).
+    if (!thread_.joinable() && !stopping_) {
+      try {
+        thread_ = std::thread([this] { loop(); });
+      } catch (...) {
+      }
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  /// Runs at exit what the reaper still holds (see the class).
+  struct Drain {
+    explicit Drain(Reaper& r) noexcept : reaper(r) {}
+    Drain(const Drain&) = delete;
+    Drain& operator=(const Drain&) = delete;
+    ~Drain() { reaper.drain(); }
+    Reaper& reaper;
+  };
+
+  Reaper() = default;
+  ~Reaper() = delete;
+
+  void drain() noexcept {
     {
       std::lock_guard lock(mutex_);
       stopping_ = true;
+      cv_.notify_one();
     }
-    cv_.notify_one();
     if (thread_.joinable()) thread_.join();
-    // Jobs queued while no thread could be started, or by the jobs run here: run now, at exit,
-    // rather than leaked. One at a time, since a job may queue another.
+    // Jobs queued while no thread could be started, or by the jobs run here. One at a time, since
+    // a job may queue another.
     for (;;) {
       Job* job = nullptr;
       {
@@ -52,28 +91,6 @@ class Reaper {
       run(job);
     }
   }
-
-  /// Queues `job` (owned from now on) to run on the reaper's thread. Never throws and never
-  /// allocates, except to start the thread on first use; when the thread cannot be started (the
-  /// system's limit, memory) the job stays queued for the next call that can, or the destructor.
-  void defer(Job* job) noexcept {
-    {
-      std::lock_guard lock(mutex_);
-      (tail_ != nullptr ? tail_->next : head_) = job;
-      tail_ = job;
-      // Once stopping, no thread is started (nobody would join it): the destructor runs the job.
-      if (!thread_.joinable() && !stopping_) {
-        try {
-          thread_ = std::thread([this] { loop(); });
-        } catch (...) {
-        }
-      }
-    }
-    cv_.notify_one();
-  }
-
- private:
-  Reaper() = default;
   Job* pop_locked() noexcept {
     Job* job = head_;
     if (job != nullptr) {
@@ -113,7 +130,7 @@ class Reaper {
 /// that the release never fails.
 template <class T, class... Args>
 std::shared_ptr<T> make_reaped(Args&&... args) {
-  (void)Reaper::instance();  // made before the object, so destroyed after it
+  (void)Reaper::instance();  // made before the object, so drained after it
   auto job = std::make_unique<Reaper::Job>();
   job->destroy = [](void* p) noexcept { delete static_cast<T*>(p); };
   T* const object = new T(std::forward<Args>(args)...);
