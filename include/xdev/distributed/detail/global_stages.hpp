@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -198,6 +199,10 @@ inline std::string element_text(std::size_t bytes) {
 template <class Body, class Token>
 auto start(Session& session, const AnyDevice& device, Body body, Token&& token) {
   auto initiation = [on = &session, queue = device.queue(), body = std::move(body)](auto handler) mutable {
+    // A collective across processes lasts at least one round trip between them, and its polling
+    // thread needs a core: a future waits for it asleep, not polling first (see `use_future`).
+    if constexpr (requires { handler.note_work_ahead(std::size_t{}); })
+      handler.note_work_ahead(std::numeric_limits<std::size_t>::max());
     auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
     on->post([queue, body = std::move(body), h = std::move(handler), work = std::move(work)]() mutable {
       std::exception_ptr ep;
