@@ -144,6 +144,31 @@ TEST(AnyParallelBackends, AHostAccessibleBackendWithoutLaunchRunsTheRangeAsOneHo
             256.0f * 257.0f / 2.0f);
 }
 
+TEST_F(AnyParallel, AKernelWritesAStridedWindowThroughHostDataOfTheViewAndNothingAroundIt) {
+  auto a = xdev::empty<std::int32_t>(dev, {4, 6});
+  std::vector<std::int32_t> zeros(a.size(), 0);
+  dev.copy_to_device(std::span<const std::int32_t>(zeros), a.buffer()).get();
+  auto box = xdev::slice(a, {1, 3}, {2, 5});  // rows 1-2, columns 2-4
+  std::int32_t* p = xdev::host_data(box);
+  ASSERT_EQ(p, xdev::host_data(a) + 8);
+  const auto cols = static_cast<std::size_t>(box.shape()[1]);
+  xdev::parallel_for(dev, box.size(), [p, cols, s0 = box.stride(0), s1 = box.stride(1)](std::size_t k) {
+    const auto i = static_cast<std::int64_t>(k / cols);
+    const auto j = static_cast<std::int64_t>(k % cols);
+    p[i * s0 + j * s1] = static_cast<std::int32_t>(10 * i + j + 1);
+  }).get();
+  std::vector<std::int32_t> host(a.size());
+  dev.copy_to_host(a.buffer(), std::span<std::int32_t>(host)).get();
+  const std::vector<std::int32_t> want{0, 0, 0,  0,  0,  0, 0, 0, 1, 2, 3, 0,  //
+                                       0, 0, 11, 12, 13, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(host, want);
+  const auto& ca = a;
+  const std::int32_t* cp = xdev::host_data(xdev::slice(ca, {3, 4}));
+  EXPECT_EQ(cp, xdev::host_data(a) + 18);
+  EXPECT_EQ(xdev::host_data(xdev::slice(a, {0, 0})), nullptr) << "an empty window";
+  EXPECT_EQ(error_of([] { (void)xdev::host_data(xdev::AnyArrayView<float>{}); }).code(), xdev::errc::invalid_argument);
+}
+
 TEST(AnyParallelBackends, ADeviceThatCannotRunAKernelIsAClearErrorAndNothingIsSubmitted) {
   xdev::Runtime<xdev_test::F32OnlyBackend> rt;
   AnyDevice dev(rt.device(0));
@@ -160,6 +185,10 @@ TEST(AnyParallelBackends, ADeviceThatCannotRunAKernelIsAClearErrorAndNothingIsSu
   EXPECT_EQ(dev.execution_stats().submitted, before.submitted) << "nothing was submitted";
   auto a = xdev::empty<float>(dev, {4});
   EXPECT_THAT(error_of([&] { (void)xdev::host_data(a); }).what(), HasSubstr("F32ONLY:0 is not host-accessible"));
+  EXPECT_THAT(error_of([&] {
+                (void)xdev::host_data(xdev::slice(a, {1, 3}));
+              }).what(),
+              HasSubstr("F32ONLY:0 is not host-accessible"));
   EXPECT_EQ(error_of([] { (void)xdev::parallel_for(AnyDevice{}, 1, [](std::size_t) {}); }).code(),
             xdev::errc::invalid_argument);
 }

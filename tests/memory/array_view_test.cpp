@@ -177,6 +177,32 @@ TEST_F(ArrayViewTest, ARankThreeWindowKeepsItsDenseInnerDimensionsInOneRun) {
   EXPECT_EQ(small, (std::vector<float>{21, 22, 26, 27, 31, 32, 36, 37}));
 }
 
+TEST_F(ArrayViewTest, HostDataOfAWindowIsItsFirstElementAndItsStridesIndexIt) {
+  auto a = iota_matrix(dev, 6, 5);
+  float* base = a.buffer().host_data();
+  auto rows = xdev::slice(a, {2, 4});
+  EXPECT_EQ(rows.host_data(), base + 10);
+  EXPECT_EQ(*rows.host_data(), 10.0f);
+  // A 3 x 2 box at (1, 2): element (i, j) is i * stride(0) + j * stride(1) from its first.
+  auto box = xdev::slice(a, {1, 4}, {2, 4});
+  float* p = box.host_data();
+  ASSERT_EQ(p, base + 7);
+  std::vector<float> seen;
+  for (std::int64_t i = 0; i < 3; ++i)
+    for (std::int64_t j = 0; j < 2; ++j) seen.push_back(p[i * box.stride(0) + j * box.stride(1)]);
+  EXPECT_EQ(seen, box_of_iota(5, 1, 4, 2, 4));
+  // Through a window of the window, and a const view reads the same element.
+  auto inner = box.slice({1, 3}, {1, 2});
+  EXPECT_EQ(inner.host_data(), base + 13);
+  const auto& ca = a;
+  auto cview = xdev::slice(ca, {3, 4});
+  static_assert(std::is_same_v<decltype(cview.host_data()), const float*>);
+  EXPECT_EQ(cview.host_data(), base + 15);
+  EXPECT_EQ(xdev::slice(a, {2, 2}).host_data(), nullptr) << "an empty window has no first element";
+  using NoView = xdev::ArrayView<float, Host>;
+  EXPECT_THROW((void)NoView{}.host_data(), xdev::error);
+}
+
 TEST_F(ArrayViewTest, AnEmptyWindowTransfersNothingAndCompletes) {
   auto a = iota_matrix(dev, 3, 3);
   std::vector<float> none;

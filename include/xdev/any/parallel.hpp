@@ -55,6 +55,18 @@ template <class T>
   return host_data(a.buffer());
 }
 
+/// The host address of a view's first element (null for an empty view); element (i, j, ...) is
+/// at `i * v.stride(0) + j * v.stride(1) + ...` from it, so a kernel indexes a strided window
+/// through its strides. `const` elements for a view of a `const` array.
+/// \throws xdev::error `errc::unimplemented` when the device's memory is not host-accessible,
+///         `errc::invalid_argument` for a default-constructed view (of no array).
+template <class T>
+[[nodiscard]] T* host_data(const AnyArrayView<T>& v) {
+  const auto& b = v.buffer();
+  if (v.empty()) return nullptr;
+  return host_data(b) + v.offset();
+}
+
 /// Runs `f(i)` for every i in [0, n) on `s`'s device (see the file comment), in stream order.
 /// \throws xdev::error `errc::unimplemented` naming the device when it cannot run a C++ kernel
 ///         (nothing is submitted).

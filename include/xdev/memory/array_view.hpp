@@ -100,6 +100,15 @@ class ArrayView {
   [[nodiscard]] decltype(auto) device() const { return buffer().device(); }
   /// \throws xdev::error as `buffer()`.
   [[nodiscard]] auto native_handle() const { return buffer().native_handle(); }
+  /// Host pointer to the window's first element, for backends whose memory the host addresses
+  /// (`Buffer::host_data()` plus `offset()`); element (i, j, ...) is at `i * stride(0) + j *
+  /// stride(1) + ...` from it, so a strided window is indexed through its strides. Null for an
+  /// empty window. For an `AnyArrayView`: `xdev::host_data(view)` (<xdev/any/parallel.hpp>).
+  /// \throws xdev::error as `buffer()`.
+  [[nodiscard]] T* host_data() const requires concepts::HostAccessibleBackend<B> {
+    const buffer_type& b = buffer();
+    return empty() ? nullptr : b.host_data() + layout_.offset;
+  }
   /// Where the elements are (for transfers): offset, shape and strides.
   [[nodiscard]] const detail::ViewLayout& layout() const noexcept { return layout_; }
 
