@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <span>
 #include <string>
 #include <thread>
@@ -23,6 +24,24 @@ namespace {
 using Host = xdev::backends::Host;
 using ::testing::HasSubstr;
 namespace metrics = xdev::metrics;
+
+// A counter counted during static destruction (work completing on a backend's thread while main
+// returns, or a static destructor of the program's): the atexit handler, registered before the
+// counters exist, runs after everything constructed later was destroyed. The counters' registry
+// was such an object: the count then walked a destroyed map (ASan: heap-use-after-free).
+[[noreturn]] void count_after_the_statics_are_gone() {
+  std::atexit([] {
+    metrics::counter("exit.late").add();
+    std::_Exit(metrics::value("exit.late") == 1 ? 0 : 3);
+  });
+  metrics::counter("exit.late");  // the registry exists from here on
+  std::exit(0);
+}
+
+TEST(MetricsAtExit, ACounterCountedDuringStaticDestructionStillCounts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process, whose registry is made after the handler
+  EXPECT_EXIT(count_after_the_statics_are_gone(), ::testing::ExitedWithCode(0), "");
+}
 
 TEST(Metrics, ATimerKeepsExactExtremesAndPercentilesOfItsWindow) {
   metrics::Timer t;

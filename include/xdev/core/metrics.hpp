@@ -31,9 +31,11 @@ struct registry {
   std::mutex m;
   std::map<std::string, std::unique_ptr<Counter>, std::less<>> counters;
 
+  // Never destroyed: ops count from backend threads and static destructors while the process
+  // exits (the timers' registry, in metrics_report.hpp, is kept the same way).
   static registry& get() {
-    static registry r;  // never destroyed before its users: function-local, created on first use
-    return r;
+    static auto* const r = new registry;
+    return *r;
   }
 };
 }  // namespace detail
