@@ -593,6 +593,8 @@ class OpenCL {
   // ---- user kernels given as source (concepts::RunsSourceKernels; user_kernel.hpp) ------------
 
   using kernel_handle = detail::UserKernel*;
+  /// Kernel arguments may be windows: a sub-buffer of the array (`clCreateSubBuffer`).
+  static constexpr bool kernel_arg_offsets = true;
 
   /// Takes an OpenCL C kernel; it is built for each device on its first launch there.
   /// \throws xdev::error `errc::unimplemented` for another language; `errc::invalid_argument` for
@@ -642,11 +644,29 @@ class OpenCL {
       global[i] = a.global[i];
       local[i] = a.local.empty() ? 0 : a.local[i];
     }
+    // Windows (views) as sub-buffers from their first element to the array's end, released once
+    // enqueued (the command keeps what it uses).
+    std::vector<cl_mem> windows;
+    struct Release {
+      std::vector<cl_mem>& m;
+      ~Release() {
+        for (cl_mem w : m) clReleaseMemObject(w);
+      }
+    } release{windows};
+    std::vector<cl_mem> memory(a.args.size(), nullptr);
+    for (std::size_t i = 0; i < a.args.size(); ++i) {
+      if (src.params[i].kind != xdev::KernelArgKind::buffer) continue;
+      memory[i] = a.args[i].memory;
+      if (a.args[i].offset != 0) {
+        memory[i] = window(d, src.entry, i, a.args[i].memory, a.args[i].offset);
+        windows.push_back(memory[i]);
+      }
+    }
     std::unique_lock lk(d.m);  // the kernel object's arguments are shared: set and enqueue under the lock
     for (std::size_t i = 0; i < a.args.size(); ++i) {
       const auto index = static_cast<cl_uint>(i);
       if (src.params[i].kind == xdev::KernelArgKind::buffer)
-        set_arg(d, kern, src.entry, index, a.args[i].memory);
+        set_arg(d, kern, src.entry, index, memory[i]);
       else
         cl_check(clSetKernelArg(kern, index, xdev::size_of(src.params[i].dtype), &a.args[i].scalar_bits),
                  d.label + ": kernel \"" + src.entry + "\" argument " + std::to_string(i), "clSetKernelArg");
@@ -968,6 +988,34 @@ class OpenCL {
       throw xdev::error(xdev::errc::invalid_argument, "OPENCL: device " + std::to_string(device) + " does not exist (" +
                                                           std::to_string(devices_.size()) + " devices)");
     return *devices_[device];
+  }
+
+  // A sub-buffer of `m` from byte `offset` to its end: kernel argument `i`, a window.
+  // \throws xdev::error `errc::invalid_argument` naming the device's alignment when `offset` is not
+  //         a multiple of it, or past the allocation.
+  cl_mem window(const Dev& d, const std::string& entry, std::size_t i, cl_mem m, std::uint64_t offset) {
+    const std::string what = d.label + ": kernel \"" + entry + "\" argument " + std::to_string(i);
+    cl_uint align_bits = 0;
+    cl_check(clGetDeviceInfo(d.id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr), what,
+             "clGetDeviceInfo");
+    std::size_t size = 0;
+    cl_check(clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, nullptr), what, "clGetMemObjectInfo");
+    const std::uint64_t align = std::max<std::uint64_t>(align_bits / 8, 1);
+    if (offset % align != 0)
+      throw xdev::error(xdev::errc::invalid_argument,
+                        what + " is a window at byte " + std::to_string(offset) +
+                            " of its array; OpenCL starts a window (a sub-buffer) only at a multiple of " +
+                            std::to_string(align) +
+                            " bytes on this device (CL_DEVICE_MEM_BASE_ADDR_ALIGN): slice at "
+                            "such an element, or pass the whole array and the offset as a scalar");
+    if (offset >= size)
+      throw xdev::error(xdev::errc::invalid_argument, what + " is a window at byte " + std::to_string(offset) +
+                                                          " of an array of " + std::to_string(size) + " bytes");
+    const cl_buffer_region region{static_cast<std::size_t>(offset), size - static_cast<std::size_t>(offset)};
+    cl_int err = CL_SUCCESS;
+    cl_mem sub = clCreateSubBuffer(m, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+    if (err != CL_SUCCESS || sub == nullptr) throw cl_failure(what, "clCreateSubBuffer", err);
+    return sub;
   }
 
   static std::unique_ptr<detail::Pending> pending(xdev::Completion done, std::string what) {

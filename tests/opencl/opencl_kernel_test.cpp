@@ -8,7 +8,10 @@
 #include <xdev/any/any_device.hpp>
 #include <xdev/any/kernel.hpp>
 #include <xdev/any/registry.hpp>
+#include <xdev/device/runtime.hpp>
 #include <xdev/ops/elementwise.hpp>
+#include <xdev/plugin/loader.hpp>
+#include <xdev/plugin/plugin_backend.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -48,6 +51,78 @@ xdev::Kernel axpb_clamp() {
 }
 
 using UserKernel = xdev_test::OpenCLPluginDevices;
+
+// A kernel on windows (views): the pointer starts at the window's first element, and nothing
+// outside the window changes. Rows of 1024 floats start at multiples of 4 KiB, which any OpenCL
+// device's sub-buffer alignment divides.
+TEST_F(UserKernel, AKernelOnAWindowStartsAtItsFirstElementAndNothingAroundItChanges) {
+  const xdev::Kernel add_x({.source = "__kernel void add_x(__global float* y, __global const float* x) {"
+                                      "  const size_t i = get_global_id(0); y[i] += x[i]; }",
+                            .entry = "add_x",
+                            .params = {KernelParam::buffer<float>(), KernelParam::buffer<float>()}});
+  constexpr std::int64_t rows = 6, cols = 1024;
+  std::vector<float> init(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < init.size(); ++i) init[i] = static_cast<float>(i / cols);  // row r holds r
+  for (const AnyDevice& dev : devices) {
+    auto a = xdev::empty<float>(dev, {rows, cols});
+    dev.copy_to_device(std::span<const float>(init), a).get();
+    const auto& ca = a;
+    // rows 1-2 += rows 4-5 (a const window as the input)
+    add_x.launch(dev, {2 * cols}, {xdev::slice(a, {1, 3}), xdev::slice(ca, {4, 6})}).get();
+    std::vector<float> out(init.size());
+    dev.copy_to_host(a, std::span<float>(out)).get();
+    const std::vector<float> want_rows{0.0F, 1.0F + 4.0F, 2.0F + 5.0F, 3.0F, 4.0F, 5.0F};
+    for (std::size_t i = 0; i < out.size(); ++i)
+      ASSERT_EQ(out[i], want_rows[i / cols]) << dev.name() << " at element " << i;
+  }
+}
+
+TEST_F(UserKernel, AWindowOffTheDevicesSubBufferAlignmentIsNamedThroughTheToken) {
+  const xdev::Kernel k({.source = "__kernel void k(__global float* y) { y[get_global_id(0)] = 1.0f; }",
+                        .entry = "k",
+                        .params = {KernelParam::buffer<float>()}});
+  const AnyDevice& dev = devices.front();
+  auto a = xdev::empty<float>(dev, {64});
+  const std::vector<float> zeros(64, 0.0F);
+  dev.copy_to_device(std::span<const float>(zeros), a).get();
+  auto f = k.launch(dev, {4}, {xdev::slice(a, {1, 5})});  // byte 4: no device aligns a sub-buffer there
+  const auto e = error_of([&] { f.get(); });
+  EXPECT_EQ(e.code(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), HasSubstr("argument 0 is a window at byte 4 of its array"));
+  EXPECT_THAT(e.what(), HasSubstr("CL_DEVICE_MEM_BASE_ADDR_ALIGN"));
+  std::vector<float> out(64);
+  dev.copy_to_host(a, std::span<float>(out)).get();
+  EXPECT_EQ(out, zeros) << "nothing ran";
+  EXPECT_EQ(error_of([&] {
+              (void)k.launch(dev, {1}, {xdev::slice(a, {3, 3})});
+            }).code(),
+            xdev::errc::invalid_argument)
+      << "an empty window, refused before anything is submitted";
+}
+
+// The same plugin as a plugin of ABI 1.9 would give it (its table's layout is the same): its
+// kernels take whole arrays only, so xdev refuses a window rather than hand it a launch whose
+// offsets it would not read; a whole array still runs.
+TEST_F(UserKernel, APluginOfAbi19RefusesAWindowAndStillRunsWholeArrays) {
+  const auto lib = xdev::plugin::load(fs::path(XDEV_TEST_PLUGIN_DIR) / "libxdev_plugin_opencl.so");
+  xdev_plugin_api table = lib->api();
+  table.abi_minor = 9;
+  xdev::Runtime<xdev::plugin::PluginBackend> rt({}, &table, lib);
+  const AnyDevice dev(rt.device(0));
+  const xdev::Kernel k({.source = "__kernel void k(__global float* y) { y[get_global_id(0)] = 1.0f; }",
+                        .entry = "k",
+                        .params = {KernelParam::buffer<float>()}});
+  auto a = xdev::empty<float>(dev, {2, 1024});
+  auto f = k.launch(dev, {1024}, {xdev::slice(a, {1, 2})});
+  const auto e = error_of([&] { f.get(); });
+  EXPECT_EQ(e.code(), xdev::errc::unimplemented);
+  EXPECT_THAT(e.what(), HasSubstr("OPENCL: kernel argument 0 is a window (at byte 4096 of its array), but this plugin "
+                                  "(ABI 1.9) takes whole arrays only"));
+  k.launch(dev, {2048}, {a}).get();
+  std::vector<float> out(2048);
+  dev.copy_to_host(a, std::span<float>(out)).get();
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == 1.0F; }));
+}
 
 TEST_F(UserKernel, TheFusedAxpbWithClampRunsOnEveryDevice) {
   const xdev::Kernel k = axpb_clamp();
@@ -112,6 +187,10 @@ TEST_F(UserKernel, ABuildFailureCarriesTheCompilerLogEveryTime) {
                              .params = {KernelParam::buffer<float>()}});
   const AnyDevice& dev = devices.front();
   auto y = xdev::empty<float>(dev, {1});
+  // Written first: the check below computes 0 * y + 7, which an uninitialized NaN would make NaN,
+  // and clamp(NaN, 0, 10) is 0 on PoCL (the test failed whenever the allocation held one).
+  const float zero = 0.0F;
+  dev.copy_to_device(std::span<const float>(&zero, 1), y).get();
   for (int attempt = 0; attempt < 2; ++attempt) {
     const auto e = error_of([&] { broken.launch(dev, {1}, {y}).get(); });
     EXPECT_EQ(e.code(), xdev::errc::invalid_argument) << e.what();

@@ -81,10 +81,11 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 9,
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 10,
                 "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
                 "the queues), 1.5 (before the markers), 1.6 (before device times; same table), 1.7 (before "
-                "device properties) and 1.8 (before the host-memory flag and the kernel entries) are still accepted");
+                "device properties), 1.8 (before the host-memory flag and the kernel entries) and 1.9 (before "
+                "kernel windows; same table) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);

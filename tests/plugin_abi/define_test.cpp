@@ -171,12 +171,35 @@ TEST(DefinePlugin, KernelStructsAreCheckedOnTheWayIn) {
   refused([&] { (void)d::kernel_source_from(&bad); }, xdev::errc::invalid_argument, "parameter 0 has dtype 99");
 
   const xdev_kernel_arg args[2] = {{0x1000, 0}, {0, 42}};
-  xdev_kernel_launch l{sizeof l, 2, {8, 4, 0}, {2, 2, 0}, 2, args};
+  xdev_kernel_launch l{sizeof l, 2, {8, 4, 0}, {2, 2, 0}, 2, args, nullptr};
   const auto a = d::kernel_launch_from<void*>(&l);
   EXPECT_EQ(a.global, (xdev::NDRange{8, 4}));
   EXPECT_EQ(a.local, (xdev::NDRange{2, 2}));
   EXPECT_EQ(a.args.at(0).memory, reinterpret_cast<void*>(0x1000));
   EXPECT_EQ(a.args.at(1).scalar_bits, 42u);
+  EXPECT_EQ(a.args.at(0).offset, 0u) << "no offsets: whole arrays";
+  // ABI 1.10: a window's offset arrives, and a 1.9 launch (without the field) is whole arrays.
+  const std::uint64_t offsets[2] = {4096, 0};
+  l.offsets = offsets;
+  EXPECT_EQ(d::kernel_launch_from<void*>(&l).args.at(0).offset, 4096u);
+  xdev_kernel_launch old = l;
+  old.struct_size = d::kernel_launch_size_v1_9;
+  EXPECT_EQ(d::kernel_launch_from<void*>(&old).args.at(0).offset, 0u) << "a 1.9 struct's offsets are not read";
+  old.struct_size = d::kernel_launch_size_v1_9 - 1;
+  refused([&] { (void)d::kernel_launch_from<void*>(&old); }, xdev::errc::incompatible_abi,
+          "xdev_kernel_launch: expected at least");
+  // The host's side: offsets are passed only when an argument is a window.
+  xdev::KernelLaunchArgs<void*> host{xdev::NDRange{8}, {}, {{reinterpret_cast<void*>(0x1000), 0, 0}, {nullptr, 7, 0}}};
+  std::vector<xdev_kernel_arg> c_args;
+  std::vector<std::uint64_t> c_offsets;
+  EXPECT_EQ(d::to_c(host, c_args, c_offsets).offsets, nullptr);
+  host.args[0].offset = 256;
+  const xdev_kernel_launch c = d::to_c(host, c_args, c_offsets);
+  ASSERT_NE(c.offsets, nullptr);
+  EXPECT_EQ(c.offsets[0], 256u);
+  EXPECT_EQ(c.offsets[1], 0u);
+  EXPECT_EQ(c.args[1].scalar_bits, 7u);
+  l.offsets = nullptr;
   l.local[1] = 3;
   refused([&] { (void)d::kernel_launch_from<void*>(&l); }, xdev::errc::invalid_argument,
           "the work-group {2, 3} does not divide the range {8, 4}");

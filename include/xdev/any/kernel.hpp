@@ -57,6 +57,18 @@ class KernelArg {
   template <class T>
   KernelArg(const AnyArray<T>& a) noexcept  // NOLINT(google-explicit-constructor)
       : KernelArg(a.buffer()) {}
+  /// A window of an array (`xdev::slice`): the kernel's pointer starts at the window's first
+  /// element (`view.offset()` elements into the array); a strided window's kernel indexes it with
+  /// `view.stride(d)`, passed as scalars. The backend must take windows (the OpenCL plugin does, at
+  /// offsets that are multiples of the device's sub-buffer alignment); elsewhere the launch fails
+  /// with `errc::unimplemented` through its token.
+  /// \throws xdev::error `errc::invalid_argument` for a default-constructed view (of no array).
+  template <class T>
+  KernelArg(const AnyArrayView<T>& v)  // NOLINT(google-explicit-constructor)
+      : KernelArg(v.buffer()) {
+    offset_ = static_cast<std::uint64_t>(v.offset() * sizeof(T));
+    empty_ = v.empty();
+  }
   template <class T>
   requires HasDType<T> &&(!std::is_same_v<T, bool>)KernelArg(T value) noexcept  // NOLINT(google-explicit-constructor)
       : kind_(KernelArgKind::scalar), dtype_(dtype_of<T>) {
@@ -71,6 +83,8 @@ class KernelArg {
   [[nodiscard]] detail::erased_handle memory() const noexcept { return memory_; }
   [[nodiscard]] bool empty_buffer() const noexcept { return empty_; }
   [[nodiscard]] std::uint64_t scalar_bits() const noexcept { return bits_; }
+  /// For a window: the byte offset of its first element in the array (0 for a whole array).
+  [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
 
  private:
   KernelArgKind kind_;
@@ -79,6 +93,7 @@ class KernelArg {
   detail::erased_handle memory_{};
   bool empty_ = false;
   std::uint64_t bits_ = 0;
+  std::uint64_t offset_ = 0;
 };
 
 /// A user kernel (see the file comment). Copies share the compiled forms; the backend's kernel
@@ -214,8 +229,8 @@ class Kernel {
           throw bad("argument " + std::to_string(i) + " is an array of " +
                     (a.device() != nullptr && a.device()->valid() ? a.device()->name() : std::string("no device")) +
                     ", not of the launch's device");
-        if (a.empty_buffer()) throw bad("argument " + std::to_string(i) + " is an empty array");
-        out.args.push_back({a.memory(), 0});
+        if (a.empty_buffer()) throw bad("argument " + std::to_string(i) + " is an empty array or window");
+        out.args.push_back({a.memory(), 0, a.offset()});
       } else {
         out.args.push_back({{}, a.scalar_bits()});
       }

@@ -7,6 +7,7 @@
 
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/dtype.hpp>
+#include <xdev/core/error.hpp>
 
 #include <array>
 #include <concepts>
@@ -109,12 +110,48 @@ class NDRange {
 }
 
 /// One argument of a launch, for parameter kind `kind`: `memory` for a buffer, the value's bits for
-/// a scalar (low bytes, as `memcpy` writes a value of its dtype).
+/// a scalar (low bytes, as `memcpy` writes a value of its dtype). A buffer argument made from a
+/// view (`AnyArrayView`) is a window of its allocation: `offset` is the byte offset of the
+/// window's first element, which the kernel's pointer must start at (0 for a whole array). xdev
+/// passes a nonzero `offset` only to a backend that declares `kernel_arg_offsets` (see
+/// `takes_kernel_arg_offsets`) and refuses the launch on any other.
 template <class H>
 struct KernelArgValue {
   H memory{};
   std::uint64_t scalar_bits = 0;
+  std::uint64_t offset = 0;
 };
+
+/// Whether backend `B` applies `KernelArgValue::offset` (it declares
+/// `static constexpr bool kernel_arg_offsets = true;`): kernels on views of its arrays.
+template <class B>
+inline constexpr bool takes_kernel_arg_offsets = requires {
+  requires B::kernel_arg_offsets;
+};
+
+namespace detail {
+/// The first argument of `a` that is a window (a nonzero offset), or `a.args.size()`.
+template <class H>
+std::size_t first_window(const std::vector<KernelArgValue<H>>& args) noexcept {
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (args[i].offset != 0) return i;
+  return args.size();
+}
+/// \throws xdev::error `errc::unimplemented` naming `backend` and the argument when one of `args`
+/// is a window (for a backend that does not declare `kernel_arg_offsets`).
+template <class H>
+void refuse_windows(std::string_view backend, const std::vector<KernelArgValue<H>>& args) {
+  const std::size_t w = first_window(args);
+  if (w == args.size()) return;
+  std::string what(backend);
+  what += ": kernel argument ";
+  what += std::to_string(w);
+  what += " is a window (at byte ";
+  what += std::to_string(args[w].offset);
+  what += " of its array), but this backend's kernels take whole arrays only (pass the offset as a scalar)";
+  throw error(errc::unimplemented, what);
+}
+}  // namespace detail
 
 /// A launch, as a backend receives it: validated by xdev (one argument per parameter, dtypes and
 /// devices checked, `global` of 1 to 3 nonzero extents, `local` empty or of the same dims dividing

@@ -84,8 +84,14 @@ extern "C" {
  *   from a 1.9 or newer table whose `struct_size` covers them, uses them only when all three are
  *   non-null, and otherwise refuses source kernels on the plugin's devices. It also appends pinned
  *   host memory, `allocate_host` and `deallocate_host`, used only when both are non-null (else
- *   xdev::pinned gives ordinary host memory). */
-#define XDEV_ABI_MINOR 9
+ *   xdev::pinned gives ordinary host memory).
+ * - 1.10 appends `offsets` to `xdev_kernel_launch` (the host's struct, not the table): a buffer
+ *   argument may be a window of its allocation (a kernel launched on a view), starting
+ *   `offsets[i]` bytes into it. The table's layout is unchanged. xdev passes a window only to a
+ *   1.10 or newer plugin (an older one's kernels take whole arrays: xdev refuses the launch), and a
+ *   plugin reads `offsets` only when the launch's `struct_size` covers it (an older xdev passes the
+ *   1.9 struct, whose arguments are all whole). */
+#define XDEV_ABI_MINOR 10
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -421,6 +427,10 @@ typedef struct xdev_kernel_launch {
   uint64_t local[3];
   uint32_t arg_count;
   const xdev_kernel_arg* args;
+  /* Since 1.10: `arg_count` byte offsets, one per argument: where a buffer argument's window
+   * starts in its allocation (the kernel's pointer starts there); 0 for a whole allocation and for
+   * scalars. Null when every offset is 0. */
+  const uint64_t* offsets;
 } xdev_kernel_launch;
 
 typedef struct xdev_plugin_api {

@@ -280,6 +280,9 @@ class PluginBackend {
   // ---- user kernels given as source (ABI 1.9; concepts::RunsSourceKernels) ----------------------
 
   using kernel_handle = std::uint64_t;
+  /// Kernel arguments may be windows (views): passed on to a plugin of ABI 1.10 or later, refused
+  /// for an older one by `launch_kernel`.
+  static constexpr bool kernel_arg_offsets = true;
   /// Whether the plugin runs kernels given as source (all three entries of ABI 1.9).
   [[nodiscard]] bool runs_source_kernels() const noexcept { return opt_.create_kernel != nullptr; }
   /// The plugin's kernel object for `s` (`create_kernel`).
@@ -299,10 +302,20 @@ class PluginBackend {
   /// Runs kernel `k` on `device` (`launch_kernel`); a failure the plugin reports later reaches `done`.
   /// \throws xdev::error the plugin's error when the entry fails at once (a build log, a parameter
   /// list that disagrees with the source).
+  /// \throws xdev::error `errc::unimplemented` for an argument that is a window (a view) when the
+  /// plugin predates ABI 1.10, whose kernels take whole arrays only.
   void launch_kernel(std::size_t device, kernel_handle k, KernelLaunchArgs<memory_handle> a, Completion done) {
     require(opt_.launch_kernel, "launch_kernel");
+    if (const std::size_t w = xdev::detail::first_window(a.args);
+        w != a.args.size() && abi_minor_ < kernel_offsets_minor)
+      throw error(errc::unimplemented, name_ + ": kernel argument " + std::to_string(w) + " is a window (at byte " +
+                                           std::to_string(a.args[w].offset) + " of its array), but this plugin (ABI " +
+                                           std::to_string(XDEV_ABI_MAJOR) + "." + std::to_string(abi_minor_) +
+                                           ") takes whole arrays only; kernels on views need ABI 1." +
+                                           std::to_string(kernel_offsets_minor) + " (pass the offset as a scalar)");
     std::vector<xdev_kernel_arg> args;
-    const xdev_kernel_launch l = detail::to_c(a, args);
+    std::vector<std::uint64_t> offsets;
+    const xdev_kernel_launch l = detail::to_c(a, args, offsets);
     start("launch_kernel", std::move(done), nullptr,
           [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
             return opt_.launch_kernel(backend_, device, k, &l, c, e);

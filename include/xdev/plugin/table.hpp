@@ -88,6 +88,11 @@ inline constexpr std::uint32_t kernels_minor = 9;
 inline constexpr std::uint32_t pinned_minor = 9;
 static_assert(host_memory_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates host-memory plugins");
 
+/// The ABI minor that appended `offsets` to `xdev_kernel_launch` (kernels on views; the table is
+/// unchanged).
+inline constexpr std::uint32_t kernel_offsets_minor = 10;
+static_assert(kernel_offsets_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates kernel windows");
+
 namespace detail {
 
 /// The size of a table of ABI 1.8: everything before `create_kernel`, which 1.9 appended.

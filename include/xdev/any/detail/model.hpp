@@ -352,9 +352,11 @@ class DeviceModel final : public AnyDeviceModel {
   }
   void launch_kernel(std::uint64_t kernel, KernelLaunchArgs<erased_handle> args, Completion done) const override {
     if constexpr (concepts::RunsSourceKernels<B>) {
+      if constexpr (!takes_kernel_arg_offsets<B>) detail::refuse_windows(identity.name, args.args);
       KernelLaunchArgs<H> typed{args.global, args.local, {}};
       typed.args.reserve(args.args.size());
-      for (const auto& a : args.args) typed.args.push_back({unerase_handle<H>(bound(a.memory)), a.scalar_bits});
+      for (const auto& a : args.args)
+        typed.args.push_back({unerase_handle<H>(bound(a.memory)), a.scalar_bits, a.offset});
       dev_.backend().launch_kernel(dev_.ordinal(), kernel_of(kernel), std::move(typed), std::move(done));
     } else {
       (void)kernel, (void)args;

@@ -36,11 +36,19 @@ inline xdev_kernel_source to_c(const KernelSource& s, std::vector<xdev_kernel_pa
           params.data()};
 }
 
-/// `a` as an `xdev_kernel_launch`, valid while `args` (filled here) is.
+/// The size of an `xdev_kernel_launch` of ABI 1.9: everything before `offsets`, which 1.10 appended.
+inline constexpr std::size_t kernel_launch_size_v1_9 = offsetof(xdev_kernel_launch, offsets);
+
+/// `a` as an `xdev_kernel_launch`, valid while `args` and `offsets` (filled here) are; `offsets`
+/// stays empty, and the launch's null, when no argument is a window.
 template <class H>
-xdev_kernel_launch to_c(const KernelLaunchArgs<H>& a, std::vector<xdev_kernel_arg>& args) {
+xdev_kernel_launch to_c(const KernelLaunchArgs<H>& a, std::vector<xdev_kernel_arg>& args,
+                        std::vector<std::uint64_t>& offsets) {
   args.clear();
+  offsets.clear();
   for (const auto& v : a.args) args.push_back({handle_bits(v.memory), v.scalar_bits});
+  if (xdev::detail::first_window(a.args) != a.args.size())
+    for (const auto& v : a.args) offsets.push_back(v.offset);
   xdev_kernel_launch l{};
   l.struct_size = sizeof l;
   l.dims = a.global.dims();
@@ -50,6 +58,7 @@ xdev_kernel_launch to_c(const KernelLaunchArgs<H>& a, std::vector<xdev_kernel_ar
   }
   l.arg_count = static_cast<std::uint32_t>(args.size());
   l.args = args.data();
+  l.offsets = offsets.empty() ? nullptr : offsets.data();
   return l;
 }
 
@@ -81,14 +90,16 @@ inline KernelSource kernel_source_from(const xdev_kernel_source* c) {
   return out;
 }
 
-/// `xdev_kernel_launch` as a `KernelLaunchArgs<H>`.
-/// \throws xdev::error `errc::incompatible_abi` for a struct smaller than this plugin knows,
+/// `xdev_kernel_launch` as a `KernelLaunchArgs<H>` (of ABI 1.9 or later: a 1.9 launch's arguments
+/// are whole allocations).
+/// \throws xdev::error `errc::incompatible_abi` for a struct smaller than ABI 1.9's,
 /// `errc::invalid_argument` for dims outside [1, 3], a zero extent, a work-group that does not
 /// divide the range, null arguments.
 template <class H>
 KernelLaunchArgs<H> kernel_launch_from(const xdev_kernel_launch* c) {
   const auto& l = deref(c, "xdev_kernel_launch");
-  check_struct_size(l.struct_size, sizeof(xdev_kernel_launch), "xdev_kernel_launch");
+  check_struct_size(l.struct_size, kernel_launch_size_v1_9, "xdev_kernel_launch");
+  const std::uint64_t* offsets = l.struct_size >= sizeof(xdev_kernel_launch) ? l.offsets : nullptr;
   auto bad = [](const std::string& what) { return error(errc::invalid_argument, "xdev_kernel_launch: " + what); };
   if (l.dims < 1 || l.dims > NDRange::max_dims) throw bad(std::to_string(l.dims) + " dims, not 1 to 3");
   if (l.args == nullptr && l.arg_count != 0) throw bad("the arguments are null");
@@ -112,7 +123,7 @@ KernelLaunchArgs<H> kernel_launch_from(const xdev_kernel_launch* c) {
   }
   out.args.reserve(l.arg_count);
   for (std::uint32_t i = 0; i < l.arg_count; ++i)
-    out.args.push_back({handle_from<H>(l.args[i].memory), l.args[i].scalar_bits});
+    out.args.push_back({handle_from<H>(l.args[i].memory), l.args[i].scalar_bits, offsets ? offsets[i] : 0});
   return out;
 }
 

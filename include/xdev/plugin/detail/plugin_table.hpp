@@ -352,9 +352,12 @@ struct PluginTable {
                                    const xdev_kernel_launch* launch, const xdev_completion* done,
                                    xdev_error* err) noexcept {
     return run_async(err, done, [&](Completion c) {
-      if constexpr (concepts::RunsSourceKernels<B>)
+      if constexpr (concepts::RunsSourceKernels<B>) {
+        auto args = kernel_launch_from<H>(launch);
+        if constexpr (!takes_kernel_arg_offsets<B>) refuse_windows(NameOf<B, Info>::value, args.args);
         backend(p).launch_kernel(static_cast<std::size_t>(device), handle_from<typename B::kernel_handle>(kernel),
-                                 kernel_launch_from<H>(launch), std::move(c));
+                                 std::move(args), std::move(c));
+      }
     });
   }
   static void destroy_kernel(void* p, std::uint64_t kernel) noexcept {
