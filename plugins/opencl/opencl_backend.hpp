@@ -644,29 +644,27 @@ class OpenCL {
       global[i] = a.global[i];
       local[i] = a.local.empty() ? 0 : a.local[i];
     }
-    // Windows (views) as sub-buffers from their first element to the array's end, released once
-    // enqueued (the command keeps what it uses).
-    std::vector<cl_mem> windows;
-    struct Release {
-      std::vector<cl_mem>& m;
-      ~Release() {
-        for (cl_mem w : m) clReleaseMemObject(w);
+    // Windows (views): sub-buffers from their first element to the array's end, released once
+    // enqueued (the command keeps what it uses). None, and no allocation, for whole arrays.
+    struct Windows {
+      std::vector<cl_mem> of;  // per argument: its sub-buffer, or null
+      ~Windows() {
+        for (cl_mem w : of)
+          if (w != nullptr) clReleaseMemObject(w);
       }
-    } release{windows};
-    std::vector<cl_mem> memory(a.args.size(), nullptr);
-    for (std::size_t i = 0; i < a.args.size(); ++i) {
-      if (src.params[i].kind != xdev::KernelArgKind::buffer) continue;
-      memory[i] = a.args[i].memory;
-      if (a.args[i].offset != 0) {
-        memory[i] = window(d, src.entry, i, a.args[i].memory, a.args[i].offset);
-        windows.push_back(memory[i]);
-      }
+    } windows;
+    if (xdev::detail::first_window(a.args) != a.args.size()) {
+      windows.of.assign(a.args.size(), nullptr);
+      for (std::size_t i = 0; i < a.args.size(); ++i)
+        if (src.params[i].kind == xdev::KernelArgKind::buffer && a.args[i].offset != 0)
+          windows.of[i] = window(d, src.entry, i, a.args[i].memory, a.args[i].offset);
     }
     std::unique_lock lk(d.m);  // the kernel object's arguments are shared: set and enqueue under the lock
     for (std::size_t i = 0; i < a.args.size(); ++i) {
       const auto index = static_cast<cl_uint>(i);
       if (src.params[i].kind == xdev::KernelArgKind::buffer)
-        set_arg(d, kern, src.entry, index, memory[i]);
+        set_arg(d, kern, src.entry, index,
+                windows.of.empty() || windows.of[i] == nullptr ? a.args[i].memory : windows.of[i]);
       else
         cl_check(clSetKernelArg(kern, index, xdev::size_of(src.params[i].dtype), &a.args[i].scalar_bits),
                  d.label + ": kernel \"" + src.entry + "\" argument " + std::to_string(i), "clSetKernelArg");
