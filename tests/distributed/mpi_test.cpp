@@ -321,6 +321,175 @@ TEST(GlobalAllReduce, DoubleAndOneDevicePerRank) {
   }
 }
 
+// ---- GlobalMesh with several axes --------------------------------------------------------------
+
+TEST(GlobalMeshAxes, ShapeNamesCoordinatesAndPrinting) {
+  const auto w = static_cast<std::int64_t>(size());
+  const dist::GlobalMesh mesh(*session, host_devices(2), {w, 2}, {"host", "local"});
+  EXPECT_EQ(mesh.ndim(), 2u);
+  EXPECT_EQ(mesh.shape(), (std::vector<std::int64_t>{w, 2}));
+  EXPECT_EQ(mesh.axis_names(), (std::vector<std::string>{"host", "local"}));
+  EXPECT_EQ(mesh.axis_size("local"), 2);
+  EXPECT_EQ(mesh.size(), 2 * size());
+  EXPECT_EQ(mesh.local_size(), 2u);
+  // Rank r's devices are host = r, local = 0 and 1.
+  EXPECT_EQ(mesh.coords(mesh.global_index(1)), (std::vector<std::int64_t>{rank(), 1}));
+  EXPECT_THAT(mesh.to_string(), HasSubstr("GlobalMesh(host=" + std::to_string(w) + ", local=2 over "));
+  EXPECT_EQ(error_of([&] { (void)mesh.axis_name(); }).condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(error_of([&] { (void)mesh.axis_size("data"); }).what(),
+              HasSubstr("no axis 'data'; its axes are host=" + std::to_string(w) + ", local=2"));
+  // A one-axis mesh answers the same questions.
+  const dist::GlobalMesh flat(*session, host_devices(2), "data");
+  EXPECT_EQ(flat.axis_names(), (std::vector<std::string>{"data"}));
+  EXPECT_EQ(flat.shape(), (std::vector<std::int64_t>{2 * w}));
+  EXPECT_EQ(flat.coords(1), (std::vector<std::int64_t>{1}));
+}
+
+TEST(GlobalMeshAxes, ALayoutThatIsWrongAnywhereFailsOnEveryRankNamingIt) {
+  const auto w = static_cast<std::int64_t>(size());
+  auto e = error_of([&] { dist::GlobalMesh mesh(*session, host_devices(2), {w, 3}, {"host", "local"}); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), HasSubstr("the shape (host=" + std::to_string(w) + ", local=3) holds " + std::to_string(3 * w) +
+                                  " devices, but the ranks contribute " + std::to_string(2 * w) + " (rank 0: 2"));
+  // A problem on the last rank alone still fails every rank.
+  const bool last = rank() + 1 == size();
+  e = error_of([&] {
+    dist::GlobalMesh mesh(*session, host_devices(2), {w, 2},
+                          last ? std::vector<std::string>{"host", "host"} : std::vector<std::string>{"host", "local"});
+  });
+  EXPECT_THAT(e.what(), HasSubstr("rank " + std::to_string(size() - 1) + ": axis name 'host' is used twice"));
+  e = error_of([&] { dist::GlobalMesh mesh(*session, host_devices(2), {2 * w}, {"a", "b"}); });
+  EXPECT_THAT(e.what(), HasSubstr("the shape has 1 extents but 2 axis names"));
+  if (size() > 1) {
+    e = error_of([&] {
+      dist::GlobalMesh mesh(*session, host_devices(2),
+                            last ? std::vector<std::int64_t>{2 * w, 1} : std::vector<std::int64_t>{w, 2},
+                            {"host", "local"});
+    });
+    EXPECT_THAT(e.what(), HasSubstr("rank " + std::to_string(size() - 1) +
+                                    " lays the mesh out as shape (host=" + std::to_string(2 * w) +
+                                    ", local=1), rank 0 as shape (host=" + std::to_string(w) + ", local=2)"));
+    e = error_of([&] {
+      if (last)
+        dist::GlobalMesh mesh(*session, host_devices(2), "host");
+      else
+        dist::GlobalMesh mesh(*session, host_devices(2), {w, 2}, {"host", "local"});
+    });
+    EXPECT_THAT(e.what(), HasSubstr("as axis 'host', rank 0 as shape (host="));
+  }
+  EXPECT_FALSE(session->failed());
+}
+
+// all_reduce over every set of axes of a GlobalMesh of `shape`, `names` with `local` devices per
+// rank, against spmd::all_reduce over the same axes of a single-process mesh of as many devices.
+template <class T>
+void check_axes_against_single_process(const std::vector<std::int64_t>& shape, const std::vector<std::string>& names,
+                                       std::size_t local, xdev::spmd::ReduceOp op, bool integers) {
+  const xdev::Shape array_shape{4, 25};
+  const std::size_t n = 100;
+  const dist::GlobalMesh mesh(*session, host_devices(local), shape, names);
+  const std::size_t global = mesh.size();
+  ASSERT_LE(global, 8u);
+  const xdev::spmd::Mesh single(host_devices(global), shape, names);
+  for (std::uint32_t mask = 1; mask < (1u << names.size()); ++mask) {
+    std::vector<std::string> axes;
+    for (std::size_t a = 0; a < names.size(); ++a)
+      if ((mask >> a) & 1u) axes.push_back(names[a]);
+    SCOPED_TRACE(::testing::Message() << "over " << ::testing::PrintToString(axes));
+    std::vector<xdev::AnyArray<T>> arrays;
+    for (std::size_t i = 0; i < local; ++i) {
+      const auto& dev = mesh.local_mesh().device(i);
+      arrays.push_back(xdev::empty<T>(dev, array_shape));
+      const auto v = input_of<T>(mesh.global_index(i), n, integers);
+      dev.copy_to_device(std::span<const T>(v), arrays.back()).get();
+    }
+    dist::all_reduce(mesh, std::span<const std::string>(axes), std::span(arrays), op).get();
+
+    std::vector<xdev::AnyArray<T>> reference;
+    for (std::size_t g = 0; g < global; ++g) {
+      reference.push_back(xdev::empty<T>(single.device(g), array_shape));
+      const auto v = input_of<T>(g, n, integers);
+      single.device(g).copy_to_device(std::span<const T>(v), reference.back()).get();
+    }
+    xdev::spmd::all_reduce(single, std::span<const std::string>(axes), std::span(reference), op).get();
+    for (std::size_t i = 0; i < local; ++i) {
+      const std::vector<T> got = to_host(arrays[i]);
+      const std::vector<T> want = to_host(reference[mesh.global_index(i)]);
+      for (std::size_t j = 0; j < n; ++j) {
+        if (integers)
+          ASSERT_EQ(got[j], want[j]) << "local device " << i << ", element " << j;
+        else
+          ASSERT_NEAR(got[j], want[j], 1e-5 * (1.0 + std::abs(static_cast<double>(want[j]))))
+              << "local device " << i << ", element " << j;
+      }
+    }
+  }
+}
+
+TEST(GlobalAllReduceAxes, EverySetOfAxesMatchesTheSingleProcessMesh) {
+  const auto w = static_cast<std::int64_t>(size());
+  using Op = xdev::spmd::ReduceOp;
+  // Processes by local devices; then (2, w) over 2 devices per rank, where with 4 ranks axis "y"
+  // spans pairs of processes (a sub-communicator each) and "x" joins ranks 0 and 2, 1 and 3.
+  for (const auto& [shape, names] :
+       {std::pair{std::vector<std::int64_t>{w, 2}, std::vector<std::string>{"host", "local"}},
+        std::pair{std::vector<std::int64_t>{2, w}, std::vector<std::string>{"x", "y"}}}) {
+    SCOPED_TRACE(::testing::Message() << "shape " << ::testing::PrintToString(shape));
+    check_axes_against_single_process<std::int32_t>(shape, names, 2, Op::sum, true);
+    check_axes_against_single_process<std::int32_t>(shape, names, 2, Op::max, true);
+    check_axes_against_single_process<float>(shape, names, 2, Op::mean, false);
+    check_axes_against_single_process<double>(shape, names, 2, Op::min, false);
+  }
+  // Three axes over one device per process (2 and 4 ranks), the last axis of extent 1.
+  if (w % 2 == 0) check_axes_against_single_process<float>({2, w / 2, 1}, {"a", "b", "c"}, 1, Op::sum, true);
+}
+
+TEST(GlobalAllReduceAxes, ArgumentErrorsAreThrownBeforeAnythingStarts) {
+  const auto w = static_cast<std::int64_t>(size());
+  const dist::GlobalMesh mesh(*session, host_devices(2), {w, 2}, {"host", "local"});
+  std::vector<xdev::AnyArray<float>> arrays;
+  for (std::size_t i = 0; i < 2; ++i) arrays.push_back(xdev::empty<float>(mesh.local_mesh().device(i), {4}));
+  auto e = error_of([&] { dist::all_reduce(mesh, "data", std::span(arrays), xdev::spmd::ReduceOp::sum).get(); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), HasSubstr("distributed::all_reduce: GlobalMesh has no axis 'data'"));
+  e = error_of([&] { dist::all_reduce(mesh, {"host", "host"}, std::span(arrays), xdev::spmd::ReduceOp::sum).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("axis 'host' is named twice"));
+  e = error_of([&] {
+    dist::all_reduce(mesh, std::span<const std::string>(), std::span(arrays), xdev::spmd::ReduceOp::sum).get();
+  });
+  EXPECT_THAT(e.what(), HasSubstr("no axis was given; name at least one of the mesh's axes (host="));
+  e = error_of([&] { dist::all_reduce(mesh, "host", std::span(arrays).first(1), xdev::spmd::ReduceOp::sum).get(); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  std::vector<xdev::AnyArray<int>> ints;
+  for (std::size_t i = 0; i < 2; ++i) ints.push_back(xdev::empty<int>(mesh.local_mesh().device(i), {4}));
+  e = error_of([&] { dist::all_reduce(mesh, "host", std::span(ints), xdev::spmd::ReduceOp::mean).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("ReduceOp::mean needs floating-point elements"));
+  // Nothing started anywhere: the next collective over the mesh works on every rank.
+  dist::all_reduce(mesh, "host", std::span(arrays), xdev::spmd::ReduceOp::sum).get();
+  EXPECT_FALSE(session->failed());
+}
+
+TEST(GlobalAllReduceAxes, ALayoutThatSplitsARanksGroupsAcrossProcessSetsIsRefusedOnEveryRank) {
+  if (size() != 2) GTEST_SKIP() << "a layout of 2 ranks";
+  // Rank 0 holds three devices and rank 1 one, shape (2, 2): over "b" rank 0's groups are {0, 1}
+  // (its own) and {2, 3} (with rank 1); over both axes the mesh is one group.
+  const std::size_t local = rank() == 0 ? 3 : 1;
+  const dist::GlobalMesh mesh(*session, host_devices(local), {2, 2}, {"a", "b"});
+  std::vector<xdev::AnyArray<float>> arrays;
+  for (std::size_t i = 0; i < local; ++i) {
+    arrays.push_back(xdev::empty<float>(mesh.local_mesh().device(i), {3}));
+    const std::vector<float> v(3, static_cast<float>(mesh.global_index(i) + 1));
+    mesh.local_mesh().device(i).copy_to_device(std::span<const float>(v), arrays.back()).get();
+  }
+  const auto e = error_of([&] { dist::all_reduce(mesh, "b", std::span(arrays), xdev::spmd::ReduceOp::sum).get(); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(),
+              HasSubstr("rank 0 holds devices of groups that span different sets of processes ({0} and {0, 1})"));
+  dist::all_reduce(mesh, {"a", "b"}, std::span(arrays), xdev::spmd::ReduceOp::sum).get();
+  EXPECT_EQ(to_host(arrays[0]), std::vector<float>(3, 10.0f));  // 1 + 2 + 3 + 4
+  EXPECT_FALSE(session->failed());
+}
+
 // Asynchronous: collectives started back to back, with futures and a callback token, each complete
 // with its own result (they run one after another on the session's collectives thread).
 TEST(GlobalAllReduce, TakesCompletionTokensAndRunsCollectivesInTheOrderStarted) {

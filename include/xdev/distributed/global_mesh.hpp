@@ -1,6 +1,6 @@
 /// \file
-/// `xdev::distributed::GlobalMesh`: a one-axis mesh of devices spanning the processes of an MPI
-/// job, and the collectives of device arrays across it (`all_reduce`, `all_gather`,
+/// `xdev::distributed::GlobalMesh`: a mesh of devices (one axis or several) spanning the processes
+/// of an MPI job, and the collectives of device arrays across it (`all_reduce`, `all_gather`,
 /// `reduce_scatter`, `broadcast`, `reduce`, `all_to_all`, `collective_permute`). Link `xdev::mpi`. See
 /// docs/distributed.md.
 ///
@@ -28,6 +28,8 @@
 #include <xdev/async/submit.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/distributed/detail/global_axes.hpp>
+#include <xdev/distributed/detail/global_layout.hpp>
 #include <xdev/distributed/detail/global_stages.hpp>
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
@@ -46,6 +48,7 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -59,32 +62,11 @@
 
 namespace xdev::distributed {
 
-namespace detail {
-
-inline void put_string(std::vector<std::byte>& out, std::string_view s) {
-  const std::uint64_t n = s.size();
-  const auto* p = reinterpret_cast<const std::byte*>(&n);
-  out.insert(out.end(), p, p + sizeof n);
-  const auto* b = reinterpret_cast<const std::byte*>(s.data());
-  out.insert(out.end(), b, b + s.size());
-}
-
-inline std::string get_string(std::span<const std::byte> in, std::size_t& at) {
-  std::uint64_t n = 0;
-  if (at + sizeof n > in.size()) throw error(errc::internal, "distributed::GlobalMesh: a truncated message");
-  std::memcpy(&n, in.data() + at, sizeof n);
-  at += sizeof n;
-  if (n > in.size() - at) throw error(errc::internal, "distributed::GlobalMesh: a truncated message");
-  std::string s(reinterpret_cast<const char*>(in.data() + at), static_cast<std::size_t>(n));
-  at += static_cast<std::size_t>(n);
-  return s;
-}
-
-}  // namespace detail
-
-/// A one-axis mesh over the devices of every process of the job, built collectively (every rank
-/// must construct it, in the same order as its other collectives). Cheap to copy; it refers to
-/// the session, which must outlive it.
+/// A mesh over the devices of every process of the job, built collectively (every rank must
+/// construct it, in the same order as its other collectives). It has one axis over every global
+/// device, or several (`shape` and `axis_names`) laid out row-major over the global order; a
+/// collective over some of the axes runs within each group of devices that agree on the others.
+/// Cheap to copy; it refers to the session, which must outlive it.
 class GlobalMesh {
  public:
   /// Every rank contributes `local` (a one-axis `spmd::Mesh` of its devices; ranks may have
@@ -99,31 +81,8 @@ class GlobalMesh {
       problem = "the local mesh has no devices";
     else if (local_.ndim() != 1)
       problem = "the local mesh has " + std::to_string(local_.ndim()) + " axes; a GlobalMesh takes one-axis meshes";
-    std::vector<std::byte> mine;
-    detail::put_string(mine, problem);
-    detail::put_string(mine, local_.empty() ? std::string_view() : std::string_view(local_.axis_names()[0]));
-    for (const auto& d : local_.devices()) detail::put_string(mine, d.name());
-    const auto all = session.rendezvous("xdev.GlobalMesh", mine, timeout);
-
-    std::string problems;
-    std::vector<std::string> axes(all.size());
-    for (std::size_t r = 0; r < all.size(); ++r) {
-      std::size_t at = 0;
-      const std::string p = detail::get_string(all[r], at);
-      axes[r] = detail::get_string(all[r], at);
-      if (!p.empty()) problems += (problems.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": ") + p;
-      offsets_.push_back(labels_.size());
-      while (at < all[r].size())
-        labels_.push_back("rank " + std::to_string(r) + " / " + detail::get_string(all[r], at));
-    }
-    offsets_.push_back(labels_.size());
-    if (problems.empty())
-      for (std::size_t r = 1; r < axes.size(); ++r)
-        if (axes[r] != axes[0])
-          problems += (problems.empty() ? "" : "; ") +
-                      ("rank " + std::to_string(r) + " names the axis '" + axes[r] + "', rank 0 '" + axes[0] + "'");
-    if (!problems.empty()) throw error(errc::invalid_argument, "distributed::GlobalMesh: " + problems);
-    axis_ = axes[0];
+    adopt(detail::meet(session, local_, problem, local_.empty() ? std::string() : local_.axis_names()[0], {}, {},
+                       timeout));
   }
 
   /// The same, over the live session. \throws xdev::error `errc::unavailable` when there is none.
@@ -135,6 +94,28 @@ class GlobalMesh {
              std::optional<std::chrono::milliseconds> timeout = std::nullopt)
       : GlobalMesh(session, spmd::Mesh(devices, axis), timeout) {}
 
+  /// A mesh of several axes (`jax.make_mesh(shape, axis_names)` over every process's devices):
+  /// every rank contributes `devices` (its own, in order) and passes the same `shape` and
+  /// `axis_names`, whose product must be the number of devices of every rank together. The global
+  /// devices (rank-major) fill the shape in row-major order, so with `{world_size, k}` and
+  /// `{"host", "local"}` axis "host" runs across the processes and "local" within each.
+  ///
+  ///     dist::GlobalMesh mesh(session, devices, {session.world_size(), 2}, {"host", "local"});
+  ///     dist::all_reduce(mesh, {"host"}, std::span(grads), xdev::spmd::ReduceOp::sum).get();
+  ///
+  /// \throws xdev::error `errc::invalid_argument` on every rank, naming the problem and the ranks,
+  ///         when `shape` and `axis_names` differ in length, an extent is < 1, a name is empty or
+  ///         repeated, there are more than 8 axes, `devices` is empty, the product of `shape` is not
+  ///         the global device count, or the ranks pass different shapes or names;
+  ///         `errc::deadline_exceeded` / `errc::unavailable` as `Session::rendezvous`.
+  GlobalMesh(Session& session, const std::vector<AnyDevice>& devices, std::vector<std::int64_t> shape,
+             std::vector<std::string> axis_names, std::optional<std::chrono::milliseconds> timeout = std::nullopt)
+      : session_(&session) {
+    std::string problem = detail::layout_problem(devices, shape, axis_names);
+    if (problem.empty()) local_ = spmd::Mesh(devices, "local");
+    adopt(detail::meet(session, local_, problem, std::string(), std::move(shape), std::move(axis_names), timeout));
+  }
+
   /// Number of devices of every rank together.
   [[nodiscard]] std::size_t size() const noexcept { return labels_.size(); }
   /// Number of this rank's devices.
@@ -142,9 +123,33 @@ class GlobalMesh {
   /// This process's rank, and the number of processes.
   [[nodiscard]] std::uint32_t rank() const noexcept { return session_->rank(); }
   [[nodiscard]] std::uint32_t world_size() const noexcept { return session_->world_size(); }
-  /// The axis name (the same on every rank).
-  [[nodiscard]] const std::string& axis_name() const noexcept { return axis_; }
-  /// This rank's devices, as the mesh it was built from.
+  /// The name of a one-axis mesh's axis (the same on every rank).
+  /// \throws xdev::error `errc::invalid_argument` for a mesh of several axes (see `axis_names`).
+  [[nodiscard]] const std::string& axis_name() const {
+    if (names_.size() != 1)
+      throw error(errc::invalid_argument, "GlobalMesh::axis_name: the mesh has " + std::to_string(names_.size()) +
+                                              " axes (" + describe_axes() + "); use axis_names()");
+    return names_[0];
+  }
+  /// Every axis's name and extent, in axis order (a one-axis mesh: its axis, of extent `size()`).
+  [[nodiscard]] const std::vector<std::string>& axis_names() const noexcept { return names_; }
+  [[nodiscard]] const std::vector<std::int64_t>& shape() const noexcept { return shape_; }
+  [[nodiscard]] std::size_t ndim() const noexcept { return shape_.size(); }
+  /// Extent of axis `name`. \throws xdev::error `errc::invalid_argument` naming the mesh's axes.
+  [[nodiscard]] std::int64_t axis_size(std::string_view name) const { return shape_[axis_index(name)]; }
+  /// Coordinates of global device `g`, one per axis.
+  /// \throws xdev::error `errc::invalid_argument` when `g >= size()`.
+  [[nodiscard]] std::vector<std::int64_t> coords(std::size_t g) const {
+    check_global(g);
+    std::vector<std::int64_t> out(shape_.size());
+    for (std::size_t a = shape_.size(); a-- > 0;) {
+      out[a] = static_cast<std::int64_t>(g % static_cast<std::size_t>(shape_[a]));
+      g /= static_cast<std::size_t>(shape_[a]);
+    }
+    return out;
+  }
+  /// This rank's devices, as the mesh it was built from (a mesh of several axes: one axis,
+  /// "local", of this rank's devices in order).
   [[nodiscard]] const spmd::Mesh& local_mesh() const noexcept { return local_; }
   /// The session it belongs to.
   [[nodiscard]] Session& session() const noexcept { return *session_; }
@@ -175,9 +180,37 @@ class GlobalMesh {
   /// Every global device's label, in global order.
   [[nodiscard]] const std::vector<std::string>& device_labels() const noexcept { return labels_; }
 
-  /// "GlobalMesh(data=4 over 2 processes: rank 0 / HOST:0, rank 0 / HOST:1, rank 1 / HOST:0, rank 1 / HOST:1)".
+  /// The bit mask of `axes` (bit a: axis a), checked: at least one, every name an axis, none twice.
+  /// \throws xdev::error `errc::invalid_argument` naming the problem, prefixed by `op`.
+  [[nodiscard]] std::uint32_t axes_mask(const char* op, std::span<const std::string> axes) const {
+    if (axes.empty())
+      throw error(
+          errc::invalid_argument,
+          std::string(op) + ": no axis was given; name at least one of the mesh's axes (" + describe_axes() + ")");
+    std::uint32_t mask = 0;
+    for (const auto& name : axes) {
+      std::size_t a = 0;
+      try {
+        a = axis_index(name);
+      } catch (const error& e) {
+        throw error(errc::invalid_argument, std::string(op) + ": " + e.what());
+      }
+      if ((mask >> a) & 1u)
+        throw error(errc::invalid_argument, std::string(op) + ": axis '" + name + "' is named twice");
+      mask |= std::uint32_t{1} << a;
+    }
+    return mask;
+  }
+  /// The groups and communicator of a set of axes of a mesh of several axes (null for a one-axis
+  /// mesh): what the collectives over axes run on. An implementation detail.
+  [[nodiscard]] const detail::AxisPlans::Plan* axes_plan(std::uint32_t mask) const {
+    return plans_ ? &plans_->by_mask.at(mask) : nullptr;
+  }
+
+  /// "GlobalMesh(data=4 over 2 processes: rank 0 / HOST:0, rank 0 / HOST:1, rank 1 / HOST:0, rank 1 / HOST:1)";
+  /// with several axes "GlobalMesh(host=2, local=2 over 2 processes: ...)".
   [[nodiscard]] std::string to_string() const {
-    std::string out = "GlobalMesh(" + axis_ + "=" + std::to_string(size()) + " over " + std::to_string(world_size()) +
+    std::string out = "GlobalMesh(" + describe_axes() + " over " + std::to_string(world_size()) +
                       (world_size() == 1 ? " process: " : " processes: ");
     for (std::size_t g = 0; g < labels_.size(); ++g) out += (g ? ", " : "") + labels_[g];
     return out + ")";
@@ -198,11 +231,33 @@ class GlobalMesh {
     return g;
   }
 
+  void adopt(detail::GlobalLayout layout) {
+    shape_ = std::move(layout.shape);
+    names_ = std::move(layout.names);
+    offsets_ = std::move(layout.offsets);
+    labels_ = std::move(layout.labels);
+    plans_ = std::move(layout.plans);
+  }
+  std::size_t axis_index(std::string_view name) const {
+    for (std::size_t a = 0; a < names_.size(); ++a)
+      if (names_[a] == name) return a;
+    throw error(errc::invalid_argument,
+                "GlobalMesh has no axis '" + std::string(name) + "'; its axes are " + describe_axes());
+  }
+  std::string describe_axes() const {
+    std::string out;
+    for (std::size_t a = 0; a < names_.size(); ++a)
+      out += (a ? ", " : "") + names_[a] + "=" + std::to_string(shape_[a]);
+    return out;
+  }
+
   Session* session_;
   spmd::Mesh local_;
-  std::string axis_;
-  std::vector<std::size_t> offsets_;  // per rank: its first global index; then size()
-  std::vector<std::string> labels_;   // per global device: "rank R / NAME"
+  std::vector<std::int64_t> shape_;
+  std::vector<std::string> names_;
+  std::shared_ptr<const detail::AxisPlans> plans_;  // several axes only: per set of axes
+  std::vector<std::size_t> offsets_;                // per rank: its first global index; then size()
+  std::vector<std::string> labels_;                 // per global device: "rank R / NAME"
 };
 
 /// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, all of the same shape
@@ -237,6 +292,68 @@ auto all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::Red
       mesh.session(), arrays[0].device(),
       [mesh, arrays, plan, deadline] { detail::run_all_reduce(mesh, arrays, plan, deadline); },
       std::forward<Token>(token));
+}
+
+/// Reduces `arrays` (one per LOCAL device) with `op` within every group of devices that agree on
+/// every axis but `axes` (`jax.lax.psum(x, axes)` inside `shard_map` over a mesh that spans
+/// processes), leaving each group's result in each of its arrays. `mean` scales by 1 / the group's
+/// size. Over every axis it is the `all_reduce` above. Stages: the
+/// local arrays to the host, each group's members on this rank combined there in local order;
+/// then, where a group spans processes, reduced across the processes of the group over an MPI
+/// sub-communicator made when the mesh was built (every group of this rank packed into one
+/// `MPI_Iallreduce`); then each group's result to each of its members. Every rank takes part (the call is counted and
+/// its arguments agreed on every rank), even one whose groups are all its own. Asynchronous, ordered and with a
+/// deadline as `all_reduce`; `arrays` must stay alive until the completion.
+///
+///     dist::GlobalMesh mesh(session, devices, {session.world_size(), 2}, {"host", "local"});
+///     dist::all_reduce(mesh, {"host"}, std::span(grads), xdev::spmd::ReduceOp::mean).get();
+///
+/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
+///         that do not match the local mesh, no axis, an unknown axis or one named twice, a layout whose
+///         groups over `axes` would give a rank two different sets of processes (naming them), a
+///         `mean` of integers, an unknown op, a timeout <= 0. Through the token: as `all_reduce`.
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays,
+                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                Token&& token = use_future) {
+  constexpr const char* name = "all_reduce";
+  const std::uint32_t mask = mesh.axes_mask("distributed::all_reduce", axes);
+  const detail::AxisPlans::Plan* axes_plan = mesh.axes_plan(mask);
+  if (mask + 1 == std::uint32_t{1} << mesh.ndim())  // every axis
+    return all_reduce(mesh, arrays, op, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  if (!axes_plan->groups.problem.empty())
+    throw error(errc::invalid_argument, std::string("distributed::all_reduce: ") + axes_plan->groups.problem);
+  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  std::string description = std::to_string(arrays[0].size()) + " elements of " + std::to_string(sizeof(T)) +
+                            " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") +
+                            ", over the axes";
+  for (std::size_t a = 0; a < mesh.ndim(); ++a)
+    if ((mask >> a) & 1u) description += " '" + mesh.axis_names()[a] + "'";
+  return detail::start(
+      mesh.session(), arrays[0].device(),
+      [mesh, axes_plan, arrays, plan, description = std::move(description), deadline] {
+        detail::run_all_reduce_over(mesh, *axes_plan, arrays, plan, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// `all_reduce` over one axis: `all_reduce(mesh, "host", std::span(grads), ReduceOp::sum)`.
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_reduce(mesh, std::span<const std::string>(&one, 1), arrays, op, timeout, std::forward<Token>(token));
+}
+
+/// `all_reduce` over the axes in braces: `all_reduce(mesh, {"host", "local"}, std::span(a), op)`.
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
+                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                Token&& token = use_future) {
+  return all_reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, timeout,
+                    std::forward<Token>(token));
 }
 
 /// Concatenates the inputs of every device of every rank along dimension 0, in global device
@@ -460,9 +577,8 @@ auto collective_permute(const GlobalMesh& mesh, std::span<const AnyArray<std::ty
                            "collective_permute keeps the shape, which");
   spmd::detail::check_distinct<T>("distributed::collective_permute", in,
                                   std::span<const AnyArray<T>>(out.data(), out.size()));
-  const std::string axis = mesh.axis_name();
-  std::vector<std::int64_t> source = spmd::detail::sources_of(
-      "distributed::collective_permute", std::span<const std::string>(&axis, 1), mesh.size(), pairs);
+  std::vector<std::int64_t> source =
+      spmd::detail::sources_of("distributed::collective_permute", mesh.axis_names(), mesh.size(), pairs);
   std::string description = "arrays of shape " + to_string(in[0].shape()) + ", " + detail::element_text(sizeof(T)) +
                             ", " + detail::pairs_text(pairs);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);

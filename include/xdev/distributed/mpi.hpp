@@ -259,21 +259,10 @@ class Session {
   ///         (naming the ranks); `errc::deadline_exceeded` / `errc::unavailable` as `barrier`.
   template <class T>
   void all_reduce(std::span<T> data, MPI_Op op, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    const MPI_Datatype type = detail::mpi_datatype<T>();
-    auto lock = engine_.lock();
-    Op call = engine_.begin_locked(detail::Kind::all_reduce, timeout);
-    engine_.agree_locked(call, "all_reduce", data.size_bytes(),
-                         std::to_string(data.size()) + " elements of " + std::to_string(sizeof(T)) + " bytes, " +
-                             detail::mpi_op_name(op));
-    constexpr std::size_t chunk = (std::size_t{1} << 30) / sizeof(T);  // MPI counts are ints
-    for (std::size_t at = 0; at < data.size(); at += chunk) {
-      const auto count = static_cast<int>(std::min(chunk, data.size() - at));
-      MPI_Request req = MPI_REQUEST_NULL;
-      detail::mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, count, type, op, engine_.communicator(), &req),
-                        "MPI_Iallreduce");
-      engine_.wait_locked(call, req, "MPI_Iallreduce");
-    }
-    engine_.drain_locked();
+    engine_.all_reduce(data, op, data.size_bytes(),
+                       std::to_string(data.size()) + " elements of " + std::to_string(sizeof(T)) + " bytes, " +
+                           detail::mpi_op_name(op),
+                       timeout);
   }
 
   /// Reduces `data` element-wise across the ranks with the predefined MPI operation `op` into rank

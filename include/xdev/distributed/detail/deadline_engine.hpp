@@ -226,6 +226,40 @@ class DeadlineEngine {
     drain_locked();
   }
 
+  /// Reduces `data` in place with `mpi_op` (`MPI_Iallreduce`, chunked below 2^31 bytes) over
+  /// `over`: the collectives' communicator when unset; a sub-communicator of it; or
+  /// `MPI_COMM_NULL`, for a rank whose part of the collective needs no other process (the call
+  /// is still counted and agreed, as every rank makes it). Every rank must pass the same
+  /// `bytes` and `description` (checked first).
+  template <class T>
+  void all_reduce(std::span<T> data, MPI_Op mpi_op, std::size_t bytes, const std::string& description,
+                  std::optional<std::chrono::milliseconds> timeout, std::optional<MPI_Comm> over = std::nullopt) {
+    const MPI_Datatype type = mpi_datatype<T>();
+    const MPI_Comm comm = over.value_or(comm_);
+    std::lock_guard lock(mutex_);
+    Op call = begin_locked(Kind::all_reduce, timeout);
+    agree_locked(call, "all_reduce", bytes, description);
+    constexpr std::size_t chunk = (std::size_t{1} << 30) / sizeof(T);  // MPI counts are ints
+    for (std::size_t at = 0; comm != MPI_COMM_NULL && at < data.size(); at += chunk) {
+      const auto count = static_cast<int>(std::min(chunk, data.size() - at));
+      MPI_Request req = MPI_REQUEST_NULL;
+      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, count, type, mpi_op, comm, &req), "MPI_Iallreduce");
+      wait_locked(call, req, "MPI_Iallreduce");
+    }
+    drain_locked();
+  }
+
+  /// Splits the collectives' communicator by `color` (`MPI_UNDEFINED`: this rank takes no part),
+  /// ordered by rank: every rank must call it, in the same order as its other calls. Blocking
+  /// (MPI has no non-blocking split): call it only right after a call that every rank completed.
+  MPI_Comm split(int color) {
+    std::lock_guard lock(mutex_);
+    MPI_Comm out = MPI_COMM_NULL;
+    mpi_check(MPI_Comm_split(comm_, color, static_cast<int>(rank_), &out), "MPI_Comm_split");
+    if (out != MPI_COMM_NULL) MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
+    return out;
+  }
+
   template <class T>
   void reduce_scatter(std::span<const T> in, std::span<T> out, MPI_Op mpi_op, const std::string& description,
                       std::optional<std::chrono::milliseconds> timeout) {

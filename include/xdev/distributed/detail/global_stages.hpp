@@ -303,7 +303,7 @@ void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePl
   constexpr const char* name = "all_reduce";
   // 1. Within the process.
   if (arrays.size() > 1)
-    spmd::all_reduce(mesh.local_mesh(), mesh.axis_name(), arrays, plan.local_op,
+    spmd::all_reduce(mesh.local_mesh(), mesh.local_mesh().axis_names()[0], arrays, plan.local_op,
                      spmd::CollectiveOptions{.timeout = deadline.remaining()})
         .get();
 
