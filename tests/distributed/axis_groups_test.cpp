@@ -14,6 +14,7 @@
 namespace {
 
 using xdev::distributed::detail::axis_groups;
+using xdev::distributed::detail::group_members;
 using Groups = std::vector<std::vector<std::size_t>>;
 
 const std::vector<std::string> ab{"a", "b"};
@@ -100,6 +101,17 @@ TEST(AxisGroups, OneProcessNeverNeedsMpi) {
   EXPECT_EQ(axis_groups({2, 2, 2}, {"a", "b", "c"}, 0b100, {0, 8}, 0).local, (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
   // Over "a": {0, 4}, {1, 5}, ...
   EXPECT_EQ(axis_groups({2, 2, 2}, {"a", "b", "c"}, 0b001, {0, 8}, 0).local, (Groups{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
+}
+
+TEST(AxisGroups, MembersFollowTheOrderTheAxesAreNamedIn) {
+  // Shape (2, 3): device 3x + y. The group of base 0 over both axes.
+  EXPECT_EQ(group_members({2, 3}, {0, 1}, 0), (std::vector<std::size_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(group_members({2, 3}, {1, 0}, 0), (std::vector<std::size_t>{0, 3, 1, 4, 2, 5}));
+  // Over one axis, from another base.
+  EXPECT_EQ(group_members({2, 3}, {0}, 2), (std::vector<std::size_t>{2, 5}));
+  EXPECT_EQ(group_members({2, 3}, {1}, 3), (std::vector<std::size_t>{3, 4, 5}));
+  // The bases of a rank's groups come with them.
+  EXPECT_EQ(axis_groups({2, 3}, ab, 0b01, {0, 3, 6}, 1).base, (std::vector<std::size_t>{0, 1, 2}));
 }
 
 }  // namespace

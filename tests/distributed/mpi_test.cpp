@@ -5,6 +5,7 @@
 #include <xdev/any/registry.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
+#include <xdev/distributed/axis_collectives.hpp>
 #include <xdev/distributed/global_mesh.hpp>
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
@@ -424,6 +425,86 @@ void check_axes_against_single_process(const std::vector<std::int64_t>& shape, c
       }
     }
   }
+}
+
+// all_gather and reduce_scatter over `axes` (in the order given) of a GlobalMesh of `shape`,
+// `names` with 2 devices per rank, against spmd's over a single-process mesh of as many devices.
+void check_gather_and_scatter_against_single_process(const std::vector<std::int64_t>& shape,
+                                                     const std::vector<std::string>& names,
+                                                     const std::vector<std::string>& axes) {
+  SCOPED_TRACE(::testing::Message() << "shape " << ::testing::PrintToString(shape) << " over "
+                                    << ::testing::PrintToString(axes));
+  const std::size_t local = 2;
+  const dist::GlobalMesh mesh(*session, host_devices(local), shape, names);
+  const std::size_t global = mesh.size();
+  ASSERT_LE(global, 8u);
+  const xdev::spmd::Mesh single(host_devices(global), shape, names);
+  std::int64_t k = 1;
+  for (const auto& a : axes) k *= mesh.axis_size(a);
+  const xdev::Shape block{3, 4};
+  const xdev::Shape whole{3 * k, 4};
+  auto filled = [](const xdev::AnyDevice& dev, const xdev::Shape& s, std::size_t g) {
+    auto a = xdev::empty<std::int32_t>(dev, s);
+    const auto v = input_of<std::int32_t>(g, static_cast<std::size_t>(s.numel()), true);
+    dev.copy_to_device(std::span<const std::int32_t>(v), a).get();
+    return a;
+  };
+  for (const bool gather : {true, false}) {
+    SCOPED_TRACE(gather ? "all_gather" : "reduce_scatter");
+    const xdev::Shape in_shape = gather ? block : whole;
+    const xdev::Shape out_shape = gather ? whole : block;
+    std::vector<xdev::AnyArray<std::int32_t>> in, out, ref_in, ref_out;
+    for (std::size_t i = 0; i < local; ++i) {
+      const auto& dev = mesh.local_mesh().device(i);
+      in.push_back(filled(dev, in_shape, mesh.global_index(i)));
+      out.push_back(xdev::empty<std::int32_t>(dev, out_shape));
+    }
+    for (std::size_t g = 0; g < global; ++g) {
+      ref_in.push_back(filled(single.device(g), in_shape, g));
+      ref_out.push_back(xdev::empty<std::int32_t>(single.device(g), out_shape));
+    }
+    const std::span<const std::string> over(axes);
+    const std::span<const xdev::AnyArray<std::int32_t>> cin(in), cref(ref_in);
+    if (gather) {
+      dist::all_gather(mesh, over, cin, std::span(out)).get();
+      xdev::spmd::all_gather(single, over, cref, std::span(ref_out)).get();
+    } else {
+      dist::reduce_scatter(mesh, over, cin, std::span(out), xdev::spmd::ReduceOp::sum).get();
+      xdev::spmd::reduce_scatter(single, over, cref, std::span(ref_out), xdev::spmd::ReduceOp::sum).get();
+    }
+    for (std::size_t i = 0; i < local; ++i)
+      ASSERT_EQ(to_host(out[i]), to_host(ref_out[mesh.global_index(i)])) << "local device " << i;
+  }
+}
+
+TEST(GlobalCollectivesAxes, AllGatherAndReduceScatterMatchTheSingleProcessMeshInTheOrderTheAxesAreNamed) {
+  const auto w = static_cast<std::int64_t>(size());
+  for (const auto& [shape, names] :
+       {std::pair{std::vector<std::int64_t>{w, 2}, std::vector<std::string>{"host", "local"}},
+        std::pair{std::vector<std::int64_t>{2, w}, std::vector<std::string>{"x", "y"}}}) {
+    check_gather_and_scatter_against_single_process(shape, names, {names[0]});
+    check_gather_and_scatter_against_single_process(shape, names, {names[1]});
+    check_gather_and_scatter_against_single_process(shape, names, {names[1], names[0]});  // every axis, reordered
+    check_gather_and_scatter_against_single_process(shape, names, {names[0], names[1]});  // every device
+  }
+}
+
+TEST(GlobalCollectivesAxes, ShapeErrorsNameTheGroupSize) {
+  const auto w = static_cast<std::int64_t>(size());
+  const dist::GlobalMesh mesh(*session, host_devices(2), {w, 2}, {"host", "local"});
+  std::vector<xdev::AnyArray<float>> in, out;
+  for (std::size_t i = 0; i < 2; ++i) {
+    in.push_back(xdev::empty<float>(mesh.local_mesh().device(i), {3, 4}));
+    out.push_back(xdev::empty<float>(mesh.local_mesh().device(i), {3, 4}));
+  }
+  const std::span<const xdev::AnyArray<float>> cin(in);
+  auto e = error_of([&] { dist::all_gather(mesh, "local", cin, std::span(out)).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("gathering 2 inputs of shape [3, 4] gives [6, 4]"));
+  e = error_of([&] { dist::reduce_scatter(mesh, "local", cin, std::span(out), xdev::spmd::ReduceOp::sum).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("must be divisible by 2"));
+  e = error_of([&] { dist::all_gather(mesh, {"local", "local"}, cin, std::span(out)).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::all_gather: axis 'local' is named twice"));
+  EXPECT_FALSE(session->failed());
 }
 
 TEST(GlobalAllReduceAxes, EverySetOfAxesMatchesTheSingleProcessMesh) {

@@ -2,7 +2,8 @@
 /// `xdev::distributed::GlobalMesh`: a mesh of devices (one axis or several) spanning the processes
 /// of an MPI job, and the collectives of device arrays across it (`all_reduce`, `all_gather`,
 /// `reduce_scatter`, `broadcast`, `reduce`, `all_to_all`, `collective_permute`). Link `xdev::mpi`. See
-/// docs/distributed.md.
+/// docs/distributed.md. The collectives over some of the axes of a mesh of several axes are in
+/// <xdev/distributed/axis_collectives.hpp>.
 ///
 ///     xdev::distributed::Session session = xdev::distributed::init();
 ///     xdev::distributed::GlobalMesh mesh(xdev::spmd::Mesh(xdev::accelerator::devices(), "data"));
@@ -48,7 +49,6 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -180,14 +180,13 @@ class GlobalMesh {
   /// Every global device's label, in global order.
   [[nodiscard]] const std::vector<std::string>& device_labels() const noexcept { return labels_; }
 
-  /// The bit mask of `axes` (bit a: axis a), checked: at least one, every name an axis, none twice.
-  /// \throws xdev::error `errc::invalid_argument` naming the problem, prefixed by `op`.
-  [[nodiscard]] std::uint32_t axes_mask(const char* op, std::span<const std::string> axes) const {
+  /// The positions of `axes`, in the order named, checked: at least one, every name an axis,
+  /// none twice. \throws xdev::error `errc::invalid_argument` naming the problem, prefixed by `op`.
+  [[nodiscard]] std::vector<std::size_t> axis_positions(const char* op, std::span<const std::string> axes) const {
     if (axes.empty())
-      throw error(
-          errc::invalid_argument,
-          std::string(op) + ": no axis was given; name at least one of the mesh's axes (" + describe_axes() + ")");
-    std::uint32_t mask = 0;
+      throw error(errc::invalid_argument, std::string(op) + ": no axis was given; name at least one of the mesh's axes (" +
+                                              describe_axes() + ")");
+    std::vector<std::size_t> out;
     for (const auto& name : axes) {
       std::size_t a = 0;
       try {
@@ -195,15 +194,17 @@ class GlobalMesh {
       } catch (const error& e) {
         throw error(errc::invalid_argument, std::string(op) + ": " + e.what());
       }
-      if ((mask >> a) & 1u)
+      if (std::find(out.begin(), out.end(), a) != out.end())
         throw error(errc::invalid_argument, std::string(op) + ": axis '" + name + "' is named twice");
-      mask |= std::uint32_t{1} << a;
+      out.push_back(a);
     }
-    return mask;
+    return out;
   }
   /// The groups and communicator of a set of axes of a mesh of several axes (null for a one-axis
   /// mesh): what the collectives over axes run on. An implementation detail.
-  [[nodiscard]] const detail::AxisPlans::Plan* axes_plan(std::uint32_t mask) const {
+  [[nodiscard]] const detail::AxisPlans::Plan* axes_plan(const std::vector<std::size_t>& positions) const {
+    std::uint32_t mask = 0;
+    for (auto a : positions) mask |= std::uint32_t{1} << a;
     return plans_ ? &plans_->by_mask.at(mask) : nullptr;
   }
 
@@ -292,68 +293,6 @@ auto all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::Red
       mesh.session(), arrays[0].device(),
       [mesh, arrays, plan, deadline] { detail::run_all_reduce(mesh, arrays, plan, deadline); },
       std::forward<Token>(token));
-}
-
-/// Reduces `arrays` (one per LOCAL device) with `op` within every group of devices that agree on
-/// every axis but `axes` (`jax.lax.psum(x, axes)` inside `shard_map` over a mesh that spans
-/// processes), leaving each group's result in each of its arrays. `mean` scales by 1 / the group's
-/// size. Over every axis it is the `all_reduce` above. Stages: the
-/// local arrays to the host, each group's members on this rank combined there in local order;
-/// then, where a group spans processes, reduced across the processes of the group over an MPI
-/// sub-communicator made when the mesh was built (every group of this rank packed into one
-/// `MPI_Iallreduce`); then each group's result to each of its members. Every rank takes part (the call is counted and
-/// its arguments agreed on every rank), even one whose groups are all its own. Asynchronous, ordered and with a
-/// deadline as `all_reduce`; `arrays` must stay alive until the completion.
-///
-///     dist::GlobalMesh mesh(session, devices, {session.world_size(), 2}, {"host", "local"});
-///     dist::all_reduce(mesh, {"host"}, std::span(grads), xdev::spmd::ReduceOp::mean).get();
-///
-/// \throws xdev::error `errc::invalid_argument` (on this rank, before anything starts) for arrays
-///         that do not match the local mesh, no axis, an unknown axis or one named twice, a layout whose
-///         groups over `axes` would give a rank two different sets of processes (naming them), a
-///         `mean` of integers, an unknown op, a timeout <= 0. Through the token: as `all_reduce`.
-template <class T, class Token = const use_future_t&>
-auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays,
-                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                Token&& token = use_future) {
-  constexpr const char* name = "all_reduce";
-  const std::uint32_t mask = mesh.axes_mask("distributed::all_reduce", axes);
-  const detail::AxisPlans::Plan* axes_plan = mesh.axes_plan(mask);
-  if (mask + 1 == std::uint32_t{1} << mesh.ndim())  // every axis
-    return all_reduce(mesh, arrays, op, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
-  if (!axes_plan->groups.problem.empty())
-    throw error(errc::invalid_argument, std::string("distributed::all_reduce: ") + axes_plan->groups.problem);
-  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
-  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
-  std::string description = std::to_string(arrays[0].size()) + " elements of " + std::to_string(sizeof(T)) +
-                            " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") +
-                            ", over the axes";
-  for (std::size_t a = 0; a < mesh.ndim(); ++a)
-    if ((mask >> a) & 1u) description += " '" + mesh.axis_names()[a] + "'";
-  return detail::start(
-      mesh.session(), arrays[0].device(),
-      [mesh, axes_plan, arrays, plan, description = std::move(description), deadline] {
-        detail::run_all_reduce_over(mesh, *axes_plan, arrays, plan, description, deadline);
-      },
-      std::forward<Token>(token));
-}
-
-/// `all_reduce` over one axis: `all_reduce(mesh, "host", std::span(grads), ReduceOp::sum)`.
-template <class T, class Token = const use_future_t&>
-auto all_reduce(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
-                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
-  const std::string one(axis);
-  return all_reduce(mesh, std::span<const std::string>(&one, 1), arrays, op, timeout, std::forward<Token>(token));
-}
-
-/// `all_reduce` over the axes in braces: `all_reduce(mesh, {"host", "local"}, std::span(a), op)`.
-template <class T, class Token = const use_future_t&>
-auto all_reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
-                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                Token&& token = use_future) {
-  return all_reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, timeout,
-                    std::forward<Token>(token));
 }
 
 /// Concatenates the inputs of every device of every rank along dimension 0, in global device

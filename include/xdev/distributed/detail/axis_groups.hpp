@@ -30,6 +30,8 @@ struct AxisGroups {
   /// This rank's groups in group order (by their first global device); each lists the local
   /// indices of its members on this rank, in global order.
   std::vector<std::vector<std::size_t>> local;
+  /// The first global device of each of this rank's groups (the order of `local`).
+  std::vector<std::size_t> base;
 
   /// True when some group spans processes (an MPI step is needed somewhere in the job).
   [[nodiscard]] bool crosses_processes() const {
@@ -113,8 +115,34 @@ inline AxisGroups axis_groups(const std::vector<std::int64_t>& shape, const std:
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::ranges::sort(order, [&](std::size_t a, std::size_t b) { return seen[a] < seen[b]; });
   std::vector<std::vector<std::size_t>> sorted;
-  for (auto i : order) sorted.push_back(std::move(out.local[i]));
+  for (auto i : order) {
+    sorted.push_back(std::move(out.local[i]));
+    out.base.push_back(seen[i]);
+  }
   out.local = std::move(sorted);
+  return out;
+}
+
+/// The global devices of the group whose first device is `base`, in group order: row-major over
+/// their coordinates on the axes `along` (axis positions, in the order a collective names them),
+/// as `spmd::Mesh::groups` orders a group.
+inline std::vector<std::size_t> group_members(const std::vector<std::int64_t>& shape,
+                                              const std::vector<std::size_t>& along, std::size_t base) {
+  std::vector<std::size_t> strides(shape.size(), 1);
+  for (std::size_t a = shape.size(); a-- > 1;) strides[a - 1] = strides[a] * static_cast<std::size_t>(shape[a]);
+  std::size_t size = 1;
+  for (auto a : along) size *= static_cast<std::size_t>(shape[a]);
+  std::vector<std::size_t> out(size);
+  for (std::size_t pos = 0; pos < size; ++pos) {
+    std::size_t flat = base;
+    std::size_t rest = pos;
+    for (std::size_t i = along.size(); i-- > 0;) {
+      const auto extent = static_cast<std::size_t>(shape[along[i]]);
+      flat += rest % extent * strides[along[i]];
+      rest /= extent;
+    }
+    out[pos] = flat;
+  }
   return out;
 }
 

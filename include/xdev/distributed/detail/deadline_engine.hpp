@@ -249,6 +249,21 @@ class DeadlineEngine {
     drain_locked();
   }
 
+  /// Every rank of `over` (a sub-communicator of the collectives' one) contributes `mine`; each
+  /// receives all of them in `all`, in the sub-communicator's rank order, `sizes[i]` bytes from its
+  /// rank i (`MPI_Iallgatherv`). `MPI_COMM_NULL`: this rank's part needs no other process (the call
+  /// is still counted and agreed, as every rank makes it). Every rank must pass the same `bytes`
+  /// and `description` (checked first).
+  void all_gather_over(std::span<const std::byte> mine, std::span<std::byte> all,
+                       const std::vector<std::uint64_t>& sizes, std::size_t bytes, const std::string& description,
+                       std::optional<std::chrono::milliseconds> timeout, MPI_Comm over) {
+    std::lock_guard lock(mutex_);
+    Op call = begin_locked(Kind::all_gather, timeout);
+    agree_locked(call, "all_gather", bytes, description);
+    if (over != MPI_COMM_NULL) allgatherv_locked(call, mine, all, sizes, "all_gather: the contributions", over);
+    drain_locked();
+  }
+
   /// Splits the collectives' communicator by `color` (`MPI_UNDEFINED`: this rank takes no part),
   /// ordered by rank: every rank must call it, in the same order as its other calls. Blocking
   /// (MPI has no non-blocking split): call it only right after a call that every rank completed.
@@ -409,7 +424,8 @@ class DeadlineEngine {
   // in rank order (MPI_Iallgatherv). \throws invalid_argument naming `what` when the sizes total
   // more than MPI's int counts reach.
   void allgatherv_locked(const Op& op, std::span<const std::byte> mine, std::span<std::byte> all,
-                         const std::vector<std::uint64_t>& sizes, const std::string& what) {
+                         const std::vector<std::uint64_t>& sizes, const std::string& what,
+                         MPI_Comm over = MPI_COMM_NULL) {
     std::uint64_t total = 0;
     for (auto s : sizes) total += s;
     if (total > static_cast<std::uint64_t>(INT_MAX))
@@ -424,7 +440,8 @@ class DeadlineEngine {
     std::byte dummy[1]{};  // a valid address for an empty side
     MPI_Request req = MPI_REQUEST_NULL;
     mpi_check(MPI_Iallgatherv(mine.empty() ? dummy : mine.data(), static_cast<int>(mine.size()), MPI_BYTE,
-                              all.empty() ? dummy : all.data(), counts.data(), displs.data(), MPI_BYTE, comm_, &req),
+                              all.empty() ? dummy : all.data(), counts.data(), displs.data(), MPI_BYTE,
+                              over == MPI_COMM_NULL ? comm_ : over, &req),
               "MPI_Iallgatherv");
     wait_locked(op, req, "MPI_Iallgatherv");
   }

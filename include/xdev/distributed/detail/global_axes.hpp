@@ -80,43 +80,143 @@ inline std::shared_ptr<const AxisPlans> make_axis_plans(DeadlineEngine& engine, 
   return plans;
 }
 
-/// all_reduce over the groups of one set of axes: `arrays` holds one array per local device.
+// Steps 1 and 2 of a reduction over the groups of one set of axes: every local array to the
+// host, each group's members on this rank combined there in local order into the group's slot of
+// the result (the groups one after another, from element `local * n` of the returned staging),
+// then reduced across the processes of each group's rank set, packed into one call.
 template <class T, class M>
-void run_all_reduce_over(const M& mesh, const AxisPlans::Plan& axes, std::span<AnyArray<T>> arrays,
-                         const ReducePlan& plan, const std::string& description, const Deadline& deadline) {
-  constexpr const char* name = "all_reduce";
+std::shared_ptr<T[]> reduce_groups(const char* name, const M& mesh, const AxisPlans::Plan& axes,
+                                   std::span<const AnyArray<T>> arrays, const ReducePlan& plan,
+                                   const std::string& description, const Deadline& deadline) {
   const auto& groups = axes.groups.local;
   const std::size_t n = arrays[0].size();
-  const std::size_t local = arrays.size();
-
-  // 1. Within the process: every local array to the host, each group's members combined there in
-  // local order into the group's slot of `packed` (the groups one after another).
-  std::shared_ptr<T[]> staged = staging<T>((local + groups.size()) * n);
-  copy_to_host(name, std::span<const AnyArray<T>>(arrays.data(), arrays.size()), staged, deadline);
-  T* packed = staged.get() + local * n;
+  std::shared_ptr<T[]> staged = staging<T>((arrays.size() + groups.size()) * n);
+  copy_to_host(name, arrays, staged, deadline);
+  T* packed = staged.get() + arrays.size() * n;
   for (std::size_t j = 0; j < groups.size(); ++j) {
     std::span<T> slot(packed + j * n, n);
     std::copy_n(staged.get() + groups[j][0] * n, n, slot.data());
     for (std::size_t m = 1; m < groups[j].size(); ++m)
       combine_on_host(plan.local_op, slot, std::span<const T>(staged.get() + groups[j][m] * n, n));
   }
-
-  // 2. Across the processes, where a group spans them: every group of this rank in one call over
-  // its rank set's communicator (a rank whose groups are its own still makes the call).
+  // A rank whose groups are its own still makes the call.
   if (axes.groups.crosses_processes()) {
     const bool mine = axes.groups.color[mesh.rank()] >= 0;
-    mesh.session().engine().all_reduce(std::span<T>(packed, mine ? groups.size() * n : 0), plan.mpi_op, n * sizeof(T),
-                                       description, deadline.remaining(), axes.comm);
+    mesh.session().engine().all_reduce(std::span<T>(packed, mine ? groups.size() * n : 0), plan.mpi_op,
+                                       n * sizeof(T), description, deadline.remaining(), axes.comm);
   }
   finish_mean(plan, std::span<T>(packed, groups.size() * n), axes.groups.group_size);
+  return staged;
+}
 
-  // 3. Each group's result to each of its members.
-  PendingWork copies(staged);
-  for (std::size_t j = 0; j < groups.size(); ++j)
-    for (std::size_t i : groups[j])
-      arrays[i].device().copy_to_device(std::span<const T>(packed + j * n, n), arrays[i].buffer(),
-                                        copies.handler("the copy to " + arrays[i].device().name()));
+// Copies `n` elements from `host + source(i) * n` into `arrays[i]` for every local array i and
+// waits for the copies (keeping `keep` alive until they complete).
+template <class T, class Source>
+void scatter_to(const char* name, const T* host, std::size_t n, Source source, std::shared_ptr<void> keep,
+                std::span<AnyArray<T>> arrays, const Deadline& deadline) {
+  PendingWork copies(std::move(keep));
+  for (std::size_t i = 0; i < arrays.size(); ++i)
+    arrays[i].device().copy_to_device(std::span<const T>(host + source(i) * n, n), arrays[i].buffer(),
+                                      copies.handler("the copy to " + arrays[i].device().name()));
   copies.wait(name, deadline);
+}
+
+// Per local array: its group among this rank's groups, and its position in that group's order.
+struct Membership {
+  std::vector<std::size_t> group;
+  std::vector<std::size_t> position;
+};
+template <class M>
+Membership membership(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along) {
+  Membership out{std::vector<std::size_t>(mesh.local_size()), std::vector<std::size_t>(mesh.local_size())};
+  for (std::size_t j = 0; j < axes.groups.local.size(); ++j) {
+    const auto members = group_members(mesh.shape(), along, axes.groups.base[j]);
+    for (std::size_t i : axes.groups.local[j]) {
+      out.group[i] = j;
+      out.position[i] = static_cast<std::size_t>(
+          std::find(members.begin(), members.end(), mesh.global_index(i)) - members.begin());
+    }
+  }
+  return out;
+}
+
+/// all_reduce over the groups of one set of axes: `arrays` holds one array per local device.
+template <class T, class M>
+void run_all_reduce_over(const M& mesh, const AxisPlans::Plan& axes, std::span<AnyArray<T>> arrays,
+                         const ReducePlan& plan, const std::string& description, const Deadline& deadline) {
+  constexpr const char* name = "all_reduce";
+  const std::size_t n = arrays[0].size();
+  auto staged = reduce_groups(name, mesh, axes, std::span<const AnyArray<T>>(arrays.data(), arrays.size()), plan,
+                              description, deadline);
+  const T* packed = staged.get() + arrays.size() * n;
+  const Membership in = membership(mesh, axes, {});
+  scatter_to(name, packed, n, [&](std::size_t i) { return in.group[i]; }, staged, arrays, deadline);
+}
+
+/// reduce_scatter over the groups of the axes `along` (in the order named): the group's
+/// reduction, whose block p (of `out[i].size()` elements) goes to the group's member p.
+template <class T, class M>
+void run_reduce_scatter_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
+                             std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out, const ReducePlan& plan,
+                             const std::string& description, const Deadline& deadline) {
+  constexpr const char* name = "reduce_scatter";
+  const std::size_t n = in[0].size();
+  const std::size_t block = out[0].size();
+  auto staged = reduce_groups(name, mesh, axes, in, plan, description, deadline);
+  const T* packed = staged.get() + in.size() * n;
+  const Membership at = membership(mesh, axes, along);
+  scatter_to(
+      name, packed, block, [&](std::size_t i) { return at.group[i] * (n / block) + at.position[i]; }, staged, out,
+      deadline);
+}
+
+/// all_gather over the groups of the axes `along` (in the order named): each group's inputs
+/// concatenated in group order into each member's output. The inputs of every rank of this rank's
+/// set reach it in one `MPI_Iallgatherv` over the set's communicator: every one of them belongs
+/// to one of this rank's groups.
+template <class T, class M>
+void run_all_gather_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
+                         std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out, const std::string& description,
+                         const Deadline& deadline) {
+  constexpr const char* name = "all_gather";
+  const std::size_t n = in[0].size();
+  auto mine = staging<T>(in.size() * n);
+  copy_to_host(name, in, mine, deadline);
+
+  // 1. Every input of this rank's set, rank-major (where[r]: rank r's first element).
+  const int color = axes.groups.color.empty() ? -1 : axes.groups.color[mesh.rank()];
+  std::vector<std::size_t> where(mesh.world_size(), 0);
+  std::shared_ptr<T[]> all = mine;
+  if (axes.groups.crosses_processes()) {
+    std::vector<std::uint64_t> sizes;
+    std::size_t total = 0;
+    for (std::uint32_t r = 0; r < mesh.world_size(); ++r)
+      if (color >= 0 && axes.groups.color[r] == color) {
+        where[r] = total;
+        sizes.push_back(mesh.size_of(r) * n * sizeof(T));
+        total += mesh.size_of(r) * n;
+      }
+    if (color >= 0) all = staging<T>(total);
+    const MPI_Comm over = color < 0 ? MPI_COMM_NULL : axes.comm.value_or(mesh.session().communicator());
+    mesh.session().engine().all_gather_over(std::as_bytes(std::span<const T>(mine.get(), in.size() * n)),
+                                            std::as_writable_bytes(std::span<T>(all.get(), color < 0 ? 0 : total)),
+                                            sizes, n * sizeof(T), description, deadline.remaining(), over);
+  }
+  if (color < 0) where[mesh.rank()] = 0;
+
+  // 2. Each group's output, in group order; then to each member.
+  const auto& groups = axes.groups.local;
+  const std::size_t k = axes.groups.group_size;
+  auto result = staging<T>(groups.size() * k * n);
+  for (std::size_t j = 0; j < groups.size(); ++j) {
+    const auto members = group_members(mesh.shape(), along, axes.groups.base[j]);
+    for (std::size_t p = 0; p < k; ++p) {
+      const std::uint32_t r = mesh.rank_of(members[p]);
+      std::copy_n(all.get() + where[r] + (members[p] - mesh.first_index_of(r)) * n, n, result.get() + (j * k + p) * n);
+    }
+  }
+  const Membership at = membership(mesh, axes, along);
+  scatter_to(name, result.get(), k * n, [&](std::size_t i) { return at.group[i]; }, result, out, deadline);
 }
 
 }  // namespace xdev::distributed::detail

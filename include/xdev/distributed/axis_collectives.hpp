@@ -1,0 +1,229 @@
+/// \file
+/// The collectives over some axes of a `GlobalMesh` (<xdev/distributed/global_mesh.hpp>):
+/// `all_reduce`, `all_gather` and `reduce_scatter` within every group of devices that agree on
+/// the other axes (`jax.lax.psum` / `all_gather` / `psum_scatter` with axis names inside
+/// `shard_map` over a mesh that spans processes). Link `xdev::mpi`. See docs/distributed.md,
+/// "Several axes".
+///
+///     dist::GlobalMesh mesh(session, devices, {session.world_size(), 2}, {"host", "local"});
+///     dist::all_reduce(mesh, {"host"}, std::span(grads), xdev::spmd::ReduceOp::mean).get();
+///
+/// Stages, for each: the local arrays to the host, combined or arranged there per group; where a
+/// group spans processes, one MPI call over the sub-communicator of the processes that hold its
+/// devices (made when the mesh was built; a rank's groups packed into one call); then each
+/// group's result to each of its members. Every rank takes part in every call (its arrival token
+/// and the agreement on sizes and axes), even one whose groups are all its own. Asynchronous, in
+/// the order started, with a deadline and the usual completion tokens, as the collectives over
+/// every device; over every axis each is the collective over every device.
+///
+/// Errors thrown by the call (on this rank, before anything starts), `errc::invalid_argument`:
+/// arrays that do not match the local mesh, no axis, an unknown axis or one named twice, a layout
+/// whose groups over `axes` would give a rank two different sets of processes (naming the rank and
+/// both sets), a `mean` of integers, an unknown op, a timeout <= 0, and each collective's own shape
+/// rules. Through the token: as `all_reduce` over every device.
+#pragma once
+
+#include <xdev/any/any_device.hpp>
+#include <xdev/async/use_future.hpp>
+#include <xdev/core/error.hpp>
+#include <xdev/distributed/detail/global_axes.hpp>
+#include <xdev/distributed/detail/global_stages.hpp>
+#include <xdev/distributed/global_mesh.hpp>
+#include <xdev/memory/array.hpp>
+#include <xdev/spmd/collective_options.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace xdev::distributed {
+
+namespace detail {
+
+// The checked axes of a collective over some axes: their positions, in the order named, and the
+// plan of their set; nullptr plan when they are every axis (the collective over every device).
+struct CheckedAxes {
+  std::vector<std::size_t> along;
+  const AxisPlans::Plan* plan = nullptr;
+  std::string text;  // " over the axes 'a' 'b'", for the agreement between ranks
+};
+
+inline CheckedAxes check_axes(const char* name, const GlobalMesh& mesh, std::span<const std::string> axes) {
+  CheckedAxes out;
+  out.along = mesh.axis_positions((std::string("distributed::") + name).c_str(), axes);
+  if (out.along.size() == mesh.ndim()) {
+    bool in_order = true;
+    for (std::size_t i = 0; i < out.along.size(); ++i) in_order = in_order && out.along[i] == i;
+    if (in_order || std::string_view(name) == "all_reduce") return out;  // every device, in global order
+  }
+  out.plan = mesh.axes_plan(out.along);
+  if (out.plan != nullptr && !out.plan->groups.problem.empty())
+    throw error(errc::invalid_argument, std::string("distributed::") + name + ": " + out.plan->groups.problem);
+  out.text = ", over the axes";
+  for (auto a : out.along) out.text += " '" + mesh.axis_names()[a] + "'";
+  return out;
+}
+
+}  // namespace detail
+
+/// Reduces `arrays` (one per LOCAL device) with `op` within every group of devices that agree on
+/// every axis but `axes`, leaving each group's result in each of its arrays; `mean` divides by the
+/// group's size. Elements as `all_reduce` over every device.
+///
+///     dist::all_reduce(mesh, {"host"}, std::span(grads), xdev::spmd::ReduceOp::mean).get();
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays,
+                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                Token&& token = use_future) {
+  constexpr const char* name = "all_reduce";
+  const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
+  if (checked.plan == nullptr) return all_reduce(mesh, arrays, op, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  std::string description = std::to_string(arrays[0].size()) + " elements of " + std::to_string(sizeof(T)) +
+                            " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") +
+                            checked.text;
+  return detail::start(
+      mesh.session(), arrays[0].device(),
+      [mesh, axes_plan = checked.plan, arrays, plan, description = std::move(description), deadline] {
+        detail::run_all_reduce_over(mesh, *axes_plan, arrays, plan, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// Concatenates the inputs of every group along dimension 0, in group order (row-major over the
+/// coordinates on `axes`, in the order named, as `spmd::Mesh::groups`), into every member's
+/// output: with inputs `[d0, ...]` in groups of k devices, `out[i]` is `[k * d0, ...]`.
+/// Across processes the inputs of every rank of this rank's set travel in one `MPI_Iallgatherv`.
+///
+///     dist::all_gather(mesh, {"host"}, std::span<const AnyArray<float>>(shards), std::span(full)).get();
+template <class T, class Token = const use_future_t&>
+auto all_gather(const GlobalMesh& mesh, std::span<const std::string> axes,
+                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "all_gather";
+  const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
+  if (checked.plan == nullptr) return all_gather(mesh, in, out, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  if (in[0].shape().rank() == 0)
+    throw error(errc::invalid_argument,
+                "distributed::all_gather: the inputs are scalars (shape []); all_gather "
+                "concatenates along dimension 0, so they need rank >= 1");
+  const auto k = static_cast<Shape::value_type>(checked.plan->groups.group_size);
+  Shape want = in[0].shape();
+  want[0] *= k;
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+                           "gathering " + std::to_string(k) + " inputs of shape " + to_string(in[0].shape()));
+  spmd::detail::check_distinct<T>("distributed::all_gather", in, std::span<const AnyArray<T>>(out.data(), out.size()));
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  std::string description =
+      "blocks of shape " + to_string(in[0].shape()) + ", " + detail::element_text(sizeof(T)) + checked.text;
+  return detail::start(
+      mesh.session(), out[0].device(),
+      [mesh, checked, in, out, description = std::move(description), deadline] {
+        detail::run_all_gather_over(mesh, *checked.plan, checked.along, in, out, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// Reduces the inputs of every group with `op` and leaves block p of the result in the output of
+/// the group's member p (group order as `all_gather`): with inputs `[k * d0, ...]` in groups of k
+/// devices, `out[i]` is `[d0, ...]`; `mean` divides by k. Across processes each group's sum
+/// travels whole (one `MPI_Iallreduce` of this rank's groups, packed), and each member keeps its
+/// block: twice the bytes of a bandwidth-optimal reduce-scatter, for one call whatever the layout.
+///
+///     dist::reduce_scatter(mesh, {"host"}, std::span<const AnyArray<float>>(grads), std::span(shards),
+///                          xdev::spmd::ReduceOp::sum).get();
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const GlobalMesh& mesh, std::span<const std::string> axes,
+                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                    spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                    Token&& token = use_future) {
+  constexpr const char* name = "reduce_scatter";
+  const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
+  if (checked.plan == nullptr) return reduce_scatter(mesh, in, out, op, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  const Shape& s = in[0].shape();
+  const auto k = static_cast<Shape::value_type>(checked.plan->groups.group_size);
+  if (s.rank() == 0 || s[0] % k != 0)
+    throw error(errc::invalid_argument, "distributed::reduce_scatter: the inputs have shape " + to_string(s) +
+                                            "; reduce_scatter splits dimension 0 into " + std::to_string(k) +
+                                            " blocks (one per device of a group), so it must be divisible by " +
+                                            std::to_string(k));
+  Shape want = s;
+  want[0] = s[0] / k;
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+                           "scattering " + to_string(s) + " over groups of " + std::to_string(k) + " devices");
+  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  std::string description = "inputs of shape " + to_string(s) + ", " + detail::element_text(sizeof(T)) + ", " +
+                            detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + checked.text;
+  return detail::start(
+      mesh.session(), out[0].device(),
+      [mesh, checked, in, out, plan, description = std::move(description), deadline] {
+        detail::run_reduce_scatter_over(mesh, *checked.plan, checked.along, in, out, plan, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+// ---- one axis, or axes in braces ----------------------------------------------------------------
+// (Without the brace overloads `{"a", "b"}` would reach the `string_view` ones through its
+// two-pointer constructor.)
+
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_reduce(mesh, std::span<const std::string>(&one, 1), arrays, op, timeout, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
+                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                Token&& token = use_future) {
+  return all_reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, timeout,
+                    std::forward<Token>(token));
+}
+
+template <class T, class Token = const use_future_t&>
+auto all_gather(const GlobalMesh& mesh, std::string_view axis, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                std::span<AnyArray<T>> out, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                Token&& token = use_future) {
+  const std::string one(axis);
+  return all_gather<T>(mesh, std::span<const std::string>(&one, 1), in, out, timeout, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_gather(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
+                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  return all_gather<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, timeout,
+                       std::forward<Token>(token));
+}
+
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const GlobalMesh& mesh, std::string_view axis,
+                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                    spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                    Token&& token = use_future) {
+  const std::string one(axis);
+  return reduce_scatter<T>(mesh, std::span<const std::string>(&one, 1), in, out, op, timeout,
+                           std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
+                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                    spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                    Token&& token = use_future) {
+  return reduce_scatter<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, op, timeout,
+                           std::forward<Token>(token));
+}
+
+}  // namespace xdev::distributed
