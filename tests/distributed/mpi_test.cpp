@@ -427,13 +427,15 @@ void check_axes_against_single_process(const std::vector<std::int64_t>& shape, c
   }
 }
 
-// all_gather and reduce_scatter over `axes` (in the order given) of a GlobalMesh of `shape`,
-// `names` with 2 devices per rank, against spmd's over a single-process mesh of as many devices.
-void check_gather_and_scatter_against_single_process(const std::vector<std::int64_t>& shape,
-                                                     const std::vector<std::string>& names,
-                                                     const std::vector<std::string>& axes) {
-  SCOPED_TRACE(::testing::Message() << "shape " << ::testing::PrintToString(shape) << " over "
-                                    << ::testing::PrintToString(axes));
+enum class Collective { all_gather, reduce_scatter, broadcast, reduce, all_to_all, collective_permute };
+
+// `collective` over `axes` (in the order given) of a GlobalMesh of `shape`, `names` with 2 devices
+// per rank, against spmd's over a single-process mesh of as many devices.
+void check_over_axes_against_single_process(Collective collective, const std::vector<std::int64_t>& shape,
+                                            const std::vector<std::string>& names,
+                                            const std::vector<std::string>& axes) {
+  SCOPED_TRACE(::testing::Message() << "collective " << static_cast<int>(collective) << ", shape "
+                                    << ::testing::PrintToString(shape) << " over " << ::testing::PrintToString(axes));
   const std::size_t local = 2;
   const dist::GlobalMesh mesh(*session, host_devices(local), shape, names);
   const std::size_t global = mesh.size();
@@ -441,52 +443,80 @@ void check_gather_and_scatter_against_single_process(const std::vector<std::int6
   const xdev::spmd::Mesh single(host_devices(global), shape, names);
   std::int64_t k = 1;
   for (const auto& a : axes) k *= mesh.axis_size(a);
-  const xdev::Shape block{3, 4};
-  const xdev::Shape whole{3 * k, 4};
+  xdev::Shape in_shape{3, 4}, out_shape{3, 4};
+  if (collective == Collective::all_gather) out_shape = {3 * k, 4};
+  if (collective == Collective::reduce_scatter) in_shape = {3 * k, 4};
+  if (collective == Collective::all_to_all) in_shape = {2 * k, 3}, out_shape = {2, 3 * k};
+  const bool in_place = collective == Collective::broadcast || collective == Collective::reduce;
+  const std::int64_t root = k - 1;
+  xdev::spmd::PermutePairs pairs;  // a shift by one, position 0 receiving nothing
+  for (std::int64_t p = 0; p + 1 < k; ++p) pairs.push_back({p, p + 1});
   auto filled = [](const xdev::AnyDevice& dev, const xdev::Shape& s, std::size_t g) {
     auto a = xdev::empty<std::int32_t>(dev, s);
     const auto v = input_of<std::int32_t>(g, static_cast<std::size_t>(s.numel()), true);
     dev.copy_to_device(std::span<const std::int32_t>(v), a).get();
     return a;
   };
-  for (const bool gather : {true, false}) {
-    SCOPED_TRACE(gather ? "all_gather" : "reduce_scatter");
-    const xdev::Shape in_shape = gather ? block : whole;
-    const xdev::Shape out_shape = gather ? whole : block;
-    std::vector<xdev::AnyArray<std::int32_t>> in, out, ref_in, ref_out;
-    for (std::size_t i = 0; i < local; ++i) {
-      const auto& dev = mesh.local_mesh().device(i);
-      in.push_back(filled(dev, in_shape, mesh.global_index(i)));
-      out.push_back(xdev::empty<std::int32_t>(dev, out_shape));
-    }
-    for (std::size_t g = 0; g < global; ++g) {
-      ref_in.push_back(filled(single.device(g), in_shape, g));
-      ref_out.push_back(xdev::empty<std::int32_t>(single.device(g), out_shape));
-    }
-    const std::span<const std::string> over(axes);
-    const std::span<const xdev::AnyArray<std::int32_t>> cin(in), cref(ref_in);
-    if (gather) {
+  std::vector<xdev::AnyArray<std::int32_t>> in, out, ref_in, ref_out;
+  for (std::size_t i = 0; i < local; ++i) {
+    const auto& dev = mesh.local_mesh().device(i);
+    in.push_back(filled(dev, in_shape, mesh.global_index(i)));
+    out.push_back(filled(dev, out_shape, 100 + mesh.global_index(i)));  // overwritten (or not) by the call
+  }
+  for (std::size_t g = 0; g < global; ++g) {
+    ref_in.push_back(filled(single.device(g), in_shape, g));
+    ref_out.push_back(filled(single.device(g), out_shape, 100 + g));
+  }
+  const std::span<const std::string> over(axes);
+  const std::span<const xdev::AnyArray<std::int32_t>> cin(in), cref(ref_in);
+  const auto sum = xdev::spmd::ReduceOp::sum;
+  switch (collective) {
+    case Collective::all_gather:
       dist::all_gather(mesh, over, cin, std::span(out)).get();
       xdev::spmd::all_gather(single, over, cref, std::span(ref_out)).get();
-    } else {
-      dist::reduce_scatter(mesh, over, cin, std::span(out), xdev::spmd::ReduceOp::sum).get();
-      xdev::spmd::reduce_scatter(single, over, cref, std::span(ref_out), xdev::spmd::ReduceOp::sum).get();
-    }
-    for (std::size_t i = 0; i < local; ++i)
-      ASSERT_EQ(to_host(out[i]), to_host(ref_out[mesh.global_index(i)])) << "local device " << i;
+      break;
+    case Collective::reduce_scatter:
+      dist::reduce_scatter(mesh, over, cin, std::span(out), sum).get();
+      xdev::spmd::reduce_scatter(single, over, cref, std::span(ref_out), sum).get();
+      break;
+    case Collective::broadcast:
+      dist::broadcast(mesh, over, std::span(in), root).get();
+      xdev::spmd::broadcast(single, over, std::span(ref_in), root).get();
+      break;
+    case Collective::reduce:
+      dist::reduce(mesh, over, std::span(in), sum, root).get();
+      xdev::spmd::reduce(single, over, std::span(ref_in), sum, root).get();
+      break;
+    case Collective::all_to_all:
+      dist::all_to_all(mesh, over, cin, std::span(out), 0, 1).get();
+      xdev::spmd::all_to_all(single, over, cref, std::span(ref_out), 0, 1).get();
+      break;
+    case Collective::collective_permute:
+      dist::collective_permute(mesh, over, cin, std::span(out), pairs).get();
+      xdev::spmd::collective_permute(single, over, cref, std::span(ref_out), pairs).get();
+      break;
+  }
+  for (std::size_t i = 0; i < local; ++i) {
+    const std::size_t g = mesh.global_index(i);
+    if (in_place)
+      ASSERT_EQ(to_host(in[i]), to_host(ref_in[g])) << "local device " << i;
+    else
+      ASSERT_EQ(to_host(out[i]), to_host(ref_out[g])) << "local device " << i;
   }
 }
 
-TEST(GlobalCollectivesAxes, AllGatherAndReduceScatterMatchTheSingleProcessMeshInTheOrderTheAxesAreNamed) {
+TEST(GlobalCollectivesAxes, EveryCollectiveMatchesTheSingleProcessMeshInTheOrderTheAxesAreNamed) {
   const auto w = static_cast<std::int64_t>(size());
-  for (const auto& [shape, names] :
-       {std::pair{std::vector<std::int64_t>{w, 2}, std::vector<std::string>{"host", "local"}},
-        std::pair{std::vector<std::int64_t>{2, w}, std::vector<std::string>{"x", "y"}}}) {
-    check_gather_and_scatter_against_single_process(shape, names, {names[0]});
-    check_gather_and_scatter_against_single_process(shape, names, {names[1]});
-    check_gather_and_scatter_against_single_process(shape, names, {names[1], names[0]});  // every axis, reordered
-    check_gather_and_scatter_against_single_process(shape, names, {names[0], names[1]});  // every device
-  }
+  for (auto collective : {Collective::all_gather, Collective::reduce_scatter, Collective::broadcast, Collective::reduce,
+                          Collective::all_to_all, Collective::collective_permute})
+    for (const auto& [shape, names] :
+         {std::pair{std::vector<std::int64_t>{w, 2}, std::vector<std::string>{"host", "local"}},
+          std::pair{std::vector<std::int64_t>{2, w}, std::vector<std::string>{"x", "y"}}}) {
+      check_over_axes_against_single_process(collective, shape, names, {names[0]});
+      check_over_axes_against_single_process(collective, shape, names, {names[1]});
+      check_over_axes_against_single_process(collective, shape, names, {names[1], names[0]});  // reordered
+      check_over_axes_against_single_process(collective, shape, names, {names[0], names[1]});  // every device
+    }
 }
 
 TEST(GlobalCollectivesAxes, ShapeErrorsNameTheGroupSize) {
@@ -504,6 +534,16 @@ TEST(GlobalCollectivesAxes, ShapeErrorsNameTheGroupSize) {
   EXPECT_THAT(e.what(), HasSubstr("must be divisible by 2"));
   e = error_of([&] { dist::all_gather(mesh, {"local", "local"}, cin, std::span(out)).get(); });
   EXPECT_THAT(e.what(), HasSubstr("distributed::all_gather: axis 'local' is named twice"));
+  e = error_of([&] { dist::broadcast(mesh, "local", std::span(out), 2).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("root 2 is not a position in a group; groups over these axes have 2 devices"));
+  e = error_of([&] { dist::reduce(mesh, "local", std::span(out), xdev::spmd::ReduceOp::sum, -1).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("root -1 is not a position in a group"));
+  e = error_of([&] { dist::all_to_all(mesh, "local", cin, std::span(out), 0, 1).get(); });
+  EXPECT_THAT(e.what(), HasSubstr("is not divisible by the group size 2"));
+  e = error_of([&] {
+    dist::collective_permute(mesh, "local", cin, std::span(out), xdev::spmd::PermutePairs{{0, 2}}).get();
+  });
+  EXPECT_THAT(e.what(), HasSubstr("pair (0, 2) is out of range"));
   EXPECT_FALSE(session->failed());
 }
 

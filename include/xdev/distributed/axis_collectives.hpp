@@ -1,8 +1,9 @@
 /// \file
 /// The collectives over some axes of a `GlobalMesh` (<xdev/distributed/global_mesh.hpp>):
-/// `all_reduce`, `all_gather` and `reduce_scatter` within every group of devices that agree on
-/// the other axes (`jax.lax.psum` / `all_gather` / `psum_scatter` with axis names inside
-/// `shard_map` over a mesh that spans processes). Link `xdev::mpi`. See docs/distributed.md,
+/// `all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`, `reduce`, `all_to_all` and
+/// `collective_permute` within every group of devices that agree on the other axes
+/// (`jax.lax.psum` / `all_gather` / `psum_scatter` / `all_to_all` / `ppermute` with axis names
+/// inside `shard_map` over a mesh that spans processes). Link `xdev::mpi`. See docs/distributed.md,
 /// "Several axes".
 ///
 ///     dist::GlobalMesh mesh(session, devices, {session.world_size(), 2}, {"host", "local"});
@@ -10,11 +11,11 @@
 ///
 /// Stages, for each: the local arrays to the host, combined or arranged there per group; where a
 /// group spans processes, one MPI call over the sub-communicator of the processes that hold its
-/// devices (made when the mesh was built; a rank's groups packed into one call); then each
-/// group's result to each of its members. Every rank takes part in every call (its arrival token
-/// and the agreement on sizes and axes), even one whose groups are all its own. Asynchronous, in
-/// the order started, with a deadline and the usual completion tokens, as the collectives over
-/// every device; over every axis each is the collective over every device.
+/// devices (made when the mesh was built; a rank's groups packed into one call), or point-to-point
+/// messages for `all_to_all` and `collective_permute`; then each group's result to each member. Every rank takes part
+/// in every call (its arrival token and the agreement on sizes and axes), even one whose groups are all its own.
+/// Asynchronous, in the order started, with a deadline and the usual completion tokens, as the collectives over every
+/// device; over every axis each is the collective over every device.
 ///
 /// Errors thrown by the call (on this rank, before anything starts), `errc::invalid_argument`:
 /// arrays that do not match the local mesh, no axis, an unknown axis or one named twice, a layout
@@ -31,6 +32,7 @@
 #include <xdev/distributed/global_mesh.hpp>
 #include <xdev/memory/array.hpp>
 #include <xdev/spmd/collective_options.hpp>
+#include <xdev/spmd/exchange.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -90,8 +92,7 @@ auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   std::string description = std::to_string(arrays[0].size()) + " elements of " + std::to_string(sizeof(T)) +
-                            " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") +
-                            checked.text;
+                            " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + checked.text;
   return detail::start(
       mesh.session(), arrays[0].device(),
       [mesh, axes_plan = checked.plan, arrays, plan, description = std::move(description), deadline] {
@@ -175,6 +176,149 @@ auto reduce_scatter(const GlobalMesh& mesh, std::span<const std::string> axes,
       std::forward<Token>(token));
 }
 
+/// Copies the array of each group's member at position `root` (group order as `all_gather`) into
+/// every array of the group. The roots of every rank of this rank's set travel in one
+/// `MPI_Iallgatherv` (each rank contributes the roots it holds).
+///
+///     dist::broadcast(mesh, "host", std::span(params), 0).get();   // each local index from host 0
+template <class T, class Token = const use_future_t&>
+auto broadcast(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays,
+               std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+               Token&& token = use_future) {
+  constexpr const char* name = "broadcast";
+  const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
+  if (checked.plan == nullptr) return broadcast(mesh, arrays, root, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  const std::size_t r = detail::check_position(name, root, checked.plan->groups.group_size);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  std::string description = "arrays of shape " + to_string(arrays[0].shape()) + ", " + detail::element_text(sizeof(T)) +
+                            ", root " + std::to_string(r) + checked.text;
+  return detail::start(
+      mesh.session(), arrays[0].device(),
+      [mesh, checked, arrays, r, description = std::move(description), deadline] {
+        detail::run_broadcast_over(mesh, *checked.plan, checked.along, arrays, r, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// Reduces each group's arrays with `op` into the array of its member at position `root` only;
+/// every other array keeps its values. `mean` divides by the group's size. Across processes each
+/// group's partial result travels packed in one `MPI_Iallreduce`, as `all_reduce`'s.
+///
+///     dist::reduce(mesh, "local", std::span(losses), xdev::spmd::ReduceOp::sum, 0).get();
+template <class T, class Token = const use_future_t&>
+auto reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+            std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+            Token&& token = use_future) {
+  constexpr const char* name = "reduce";
+  const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
+  if (checked.plan == nullptr) return reduce(mesh, arrays, op, root, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  const std::size_t r = detail::check_position(name, root, checked.plan->groups.group_size);
+  const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  std::string description = std::to_string(arrays[0].size()) + " elements of " + std::to_string(sizeof(T)) +
+                            " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + ", root " +
+                            std::to_string(r) + checked.text;
+  return detail::start(
+      mesh.session(), arrays[0].device(),
+      [mesh, checked, arrays, plan, r, description = std::move(description), deadline] {
+        detail::run_reduce_over(mesh, *checked.plan, checked.along, arrays, plan, r, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// Within each group of k devices, splits every input along `split_axis` into k blocks, sends
+/// block j to the group's member j, and concatenates the blocks each member receives along
+/// `concat_axis` in group order (`jax.lax.all_to_all(x, axes, split_axis, concat_axis)`). Blocks
+/// between processes go point to point (`MPI_Isend` / `MPI_Irecv`, all posted at once), within a
+/// process by a host copy. At most 181 global devices.
+template <class T, class Token = const use_future_t&>
+auto all_to_all(const GlobalMesh& mesh, std::span<const std::string> axes,
+                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                std::int64_t split_axis, std::int64_t concat_axis,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "all_to_all";
+  const char* full = "distributed::all_to_all";
+  const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
+  if (checked.plan == nullptr)
+    return all_to_all(mesh, in, out, split_axis, concat_axis, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  const Shape& s = in[0].shape();
+  if (s.rank() == 0)
+    throw error(errc::invalid_argument, std::string(full) + ": the inputs are scalars (shape []); all_to_all " +
+                                            "splits and concatenates dimensions, so they need rank >= 1");
+  const std::size_t split = spmd::detail::axis_of(full, "split_axis", split_axis, s);
+  const std::size_t concat = spmd::detail::axis_of(full, "concat_axis", concat_axis, s);
+  if (mesh.size() > detail::all_to_all_max_devices)
+    throw error(errc::invalid_argument, std::string(full) + ": the mesh has " + std::to_string(mesh.size()) +
+                                            " global devices; at most " +
+                                            std::to_string(detail::all_to_all_max_devices) + " are supported");
+  const auto k = static_cast<Shape::value_type>(checked.plan->groups.group_size);
+  if (s[split] % k != 0)
+    throw error(errc::invalid_argument, std::string(full) + ": the inputs have shape " + to_string(s) +
+                                            ", whose dimension " + std::to_string(split) + " (" +
+                                            std::to_string(s[split]) + ") is not divisible by the group size " +
+                                            std::to_string(k));
+  Shape want = s;
+  want[split] = s[split] / k;
+  want[concat] = want[concat] * k;
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+                           "all_to_all of " + to_string(s) + " in groups of " + std::to_string(k) +
+                               " devices (split_axis " + std::to_string(split) + ", concat_axis " +
+                               std::to_string(concat) + ")");
+  spmd::detail::check_distinct<T>(full, in, std::span<const AnyArray<T>>(out.data(), out.size()));
+  std::vector<std::vector<std::size_t>> groups(mesh.local_size());
+  const detail::Membership member = detail::membership(mesh, *checked.plan, checked.along);
+  for (std::size_t i = 0; i < groups.size(); ++i)
+    groups[i] = detail::group_members(mesh.shape(), checked.along, checked.plan->groups.base[member.group[i]]);
+  std::string description = "inputs of shape " + to_string(s) + ", " + detail::element_text(sizeof(T)) +
+                            ", split_axis " + std::to_string(split) + ", concat_axis " + std::to_string(concat) +
+                            checked.text;
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), out[0].device(),
+      [mesh, in, out, split, concat, groups = std::move(groups), description = std::move(description), deadline] {
+        detail::run_all_to_all(mesh, in, out, split, concat, groups, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
+/// Within each group, for each `(source, target)` pair of positions (group order as
+/// `all_gather`), the target's output receives the source's input; outputs no pair targets are
+/// zero-filled (`jax.lax.ppermute(x, axes, perm)`). Every group follows the same pairs: they
+/// become one permutation of the global devices, sent point to point between processes.
+template <class T, class Token = const use_future_t&>
+auto collective_permute(const GlobalMesh& mesh, std::span<const std::string> axes,
+                        std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                        const spmd::PermutePairs& pairs,
+                        std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  constexpr const char* name = "collective_permute";
+  const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
+  if (checked.plan == nullptr) return collective_permute(mesh, in, out, pairs, timeout, std::forward<Token>(token));
+  detail::check_local_arrays<T>(name, "in", mesh, in);
+  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), in[0].shape(),
+                           "collective_permute keeps the shape, which");
+  spmd::detail::check_distinct<T>("distributed::collective_permute", in,
+                                  std::span<const AnyArray<T>>(out.data(), out.size()));
+  const std::vector<std::int64_t> position_source =
+      spmd::detail::sources_of("distributed::collective_permute", axes, checked.plan->groups.group_size, pairs);
+  std::vector<std::int64_t> source(mesh.size(), -1);
+  for (const auto& members : detail::every_group(mesh, checked.along))
+    for (std::size_t t = 0; t < members.size(); ++t)
+      if (position_source[t] >= 0)
+        source[members[t]] = static_cast<std::int64_t>(members[static_cast<std::size_t>(position_source[t])]);
+  std::string description = "arrays of shape " + to_string(in[0].shape()) + ", " + detail::element_text(sizeof(T)) +
+                            ", " + detail::pairs_text(pairs) + checked.text;
+  const detail::Deadline deadline = detail::Deadline::after(name, timeout);
+  return detail::start(
+      mesh.session(), out[0].device(),
+      [mesh, in, out, source = std::move(source), description = std::move(description), deadline] {
+        detail::run_permute(mesh, in, out, source, description, deadline);
+      },
+      std::forward<Token>(token));
+}
+
 // ---- one axis, or axes in braces ----------------------------------------------------------------
 // (Without the brace overloads `{"a", "b"}` would reach the `string_view` ones through its
 // two-pointer constructor.)
@@ -224,6 +368,70 @@ auto reduce_scatter(const GlobalMesh& mesh, std::initializer_list<std::string> a
                     Token&& token = use_future) {
   return reduce_scatter<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, op, timeout,
                            std::forward<Token>(token));
+}
+
+template <class T, class Token = const use_future_t&>
+auto broadcast(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, std::int64_t root,
+               std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  const std::string one(axis);
+  return broadcast(mesh, std::span<const std::string>(&one, 1), arrays, root, timeout, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto broadcast(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
+               std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+               Token&& token = use_future) {
+  return broadcast(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, root, timeout,
+                   std::forward<Token>(token));
+}
+
+template <class T, class Token = const use_future_t&>
+auto reduce(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+            std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+            Token&& token = use_future) {
+  const std::string one(axis);
+  return reduce(mesh, std::span<const std::string>(&one, 1), arrays, op, root, timeout, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
+            spmd::ReduceOp op, std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+            Token&& token = use_future) {
+  return reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, root, timeout,
+                std::forward<Token>(token));
+}
+
+template <class T, class Token = const use_future_t&>
+auto all_to_all(const GlobalMesh& mesh, std::string_view axis, std::span<const AnyArray<std::type_identity_t<T>>> in,
+                std::span<AnyArray<T>> out, std::int64_t split_axis, std::int64_t concat_axis,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_to_all<T>(mesh, std::span<const std::string>(&one, 1), in, out, split_axis, concat_axis, timeout,
+                       std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_to_all(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
+                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                std::int64_t split_axis, std::int64_t concat_axis,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  return all_to_all<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, split_axis, concat_axis,
+                       timeout, std::forward<Token>(token));
+}
+
+template <class T, class Token = const use_future_t&>
+auto collective_permute(const GlobalMesh& mesh, std::string_view axis,
+                        std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                        const spmd::PermutePairs& pairs,
+                        std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  const std::string one(axis);
+  return collective_permute<T>(mesh, std::span<const std::string>(&one, 1), in, out, pairs, timeout,
+                               std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto collective_permute(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
+                        std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                        const spmd::PermutePairs& pairs,
+                        std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  return collective_permute<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, pairs, timeout,
+                               std::forward<Token>(token));
 }
 
 }  // namespace xdev::distributed

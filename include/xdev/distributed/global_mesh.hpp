@@ -184,8 +184,9 @@ class GlobalMesh {
   /// none twice. \throws xdev::error `errc::invalid_argument` naming the problem, prefixed by `op`.
   [[nodiscard]] std::vector<std::size_t> axis_positions(const char* op, std::span<const std::string> axes) const {
     if (axes.empty())
-      throw error(errc::invalid_argument, std::string(op) + ": no axis was given; name at least one of the mesh's axes (" +
-                                              describe_axes() + ")");
+      throw error(
+          errc::invalid_argument,
+          std::string(op) + ": no axis was given; name at least one of the mesh's axes (" + describe_axes() + ")");
     std::vector<std::size_t> out;
     for (const auto& name : axes) {
       std::size_t a = 0;
@@ -482,7 +483,9 @@ auto all_to_all(const GlobalMesh& mesh, std::span<const AnyArray<std::type_ident
   return detail::start(
       mesh.session(), out[0].device(),
       [mesh, in, out, split, concat, description = std::move(description), deadline] {
-        detail::run_all_to_all(mesh, in, out, split, concat, description, deadline);
+        std::vector<std::size_t> every(mesh.size());
+        for (std::size_t g = 0; g < every.size(); ++g) every[g] = g;
+        detail::run_all_to_all(mesh, in, out, split, concat, std::vector(in.size(), every), description, deadline);
       },
       std::forward<Token>(token));
 }

@@ -1,8 +1,11 @@
 /// \file
-/// The collectives over some axes of a `GlobalMesh` with several axes: the groups of every set of
-/// axes with their MPI sub-communicators, made once when the mesh is built, and the stages of an
-/// `all_reduce` over them (within each process first, on the host, then across the processes of
-/// each group's rank set, packed into one `MPI_Iallreduce`). Not part of the public API.
+/// The collectives over some axes of a `GlobalMesh` with several axes
+/// (<xdev/distributed/axis_collectives.hpp>): the groups of every set of axes with their MPI
+/// sub-communicators, made once when the mesh is built, and the stages that run over them — the
+/// packed group reduction (`all_reduce`, `reduce_scatter`, `reduce`), the set-wide gather
+/// (`all_gather`, `broadcast`), and each group's members in order (`all_to_all`,
+/// `collective_permute` go through the point-to-point stages of global_stages.hpp). Not part of the
+/// public API.
 #pragma once
 
 #include <xdev/any/any_device.hpp>
@@ -102,8 +105,8 @@ std::shared_ptr<T[]> reduce_groups(const char* name, const M& mesh, const AxisPl
   // A rank whose groups are its own still makes the call.
   if (axes.groups.crosses_processes()) {
     const bool mine = axes.groups.color[mesh.rank()] >= 0;
-    mesh.session().engine().all_reduce(std::span<T>(packed, mine ? groups.size() * n : 0), plan.mpi_op,
-                                       n * sizeof(T), description, deadline.remaining(), axes.comm);
+    mesh.session().engine().all_reduce(std::span<T>(packed, mine ? groups.size() * n : 0), plan.mpi_op, n * sizeof(T),
+                                       description, deadline.remaining(), axes.comm);
   }
   finish_mean(plan, std::span<T>(packed, groups.size() * n), axes.groups.group_size);
   return staged;
@@ -133,8 +136,8 @@ Membership membership(const M& mesh, const AxisPlans::Plan& axes, const std::vec
     const auto members = group_members(mesh.shape(), along, axes.groups.base[j]);
     for (std::size_t i : axes.groups.local[j]) {
       out.group[i] = j;
-      out.position[i] = static_cast<std::size_t>(
-          std::find(members.begin(), members.end(), mesh.global_index(i)) - members.begin());
+      out.position[i] =
+          static_cast<std::size_t>(std::find(members.begin(), members.end(), mesh.global_index(i)) - members.begin());
     }
   }
   return out;
@@ -150,7 +153,8 @@ void run_all_reduce_over(const M& mesh, const AxisPlans::Plan& axes, std::span<A
                               description, deadline);
   const T* packed = staged.get() + arrays.size() * n;
   const Membership in = membership(mesh, axes, {});
-  scatter_to(name, packed, n, [&](std::size_t i) { return in.group[i]; }, staged, arrays, deadline);
+  scatter_to(
+      name, packed, n, [&](std::size_t i) { return in.group[i]; }, staged, arrays, deadline);
 }
 
 /// reduce_scatter over the groups of the axes `along` (in the order named): the group's
@@ -216,7 +220,101 @@ void run_all_gather_over(const M& mesh, const AxisPlans::Plan& axes, const std::
     }
   }
   const Membership at = membership(mesh, axes, along);
-  scatter_to(name, result.get(), k * n, [&](std::size_t i) { return at.group[i]; }, result, out, deadline);
+  scatter_to(
+      name, result.get(), k * n, [&](std::size_t i) { return at.group[i]; }, result, out, deadline);
+}
+
+/// broadcast over the groups of the axes `along`: each group's member at position `root` to every
+/// member. The roots of this rank's set travel in one `MPI_Iallgatherv` (each rank contributes the
+/// roots it holds, in group order): what every rank of the set needs, and nothing else.
+template <class T, class M>
+void run_broadcast_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
+                        std::span<AnyArray<T>> arrays, std::size_t root, const std::string& description,
+                        const Deadline& deadline) {
+  constexpr const char* name = "broadcast";
+  const std::size_t n = arrays[0].size();
+  const auto& groups = axes.groups.local;
+  // Each group's root, and which roots each rank holds (in group order).
+  std::vector<std::size_t> roots(groups.size());
+  std::vector<std::vector<std::size_t>> held(mesh.world_size());  // per rank: the groups whose root it holds
+  for (std::size_t j = 0; j < groups.size(); ++j) {
+    roots[j] = group_members(mesh.shape(), along, axes.groups.base[j])[root];
+    held[mesh.rank_of(roots[j])].push_back(j);
+  }
+  const std::vector<std::size_t>& here = held[mesh.rank()];
+  auto mine = staging<T>(here.size() * n);
+  {
+    PendingWork copies(mine);
+    for (std::size_t q = 0; q < here.size(); ++q) {
+      const AnyArray<T>& a = arrays[roots[here[q]] - mesh.global_index(0)];
+      a.device().copy_to_host(a.buffer(), std::span<T>(mine.get() + q * n, n),
+                              copies.handler("the copy from " + a.device().name()));
+    }
+    copies.wait(name, deadline);
+  }
+
+  // Every root of the set, rank-major; at[j]: group j's root in `all`.
+  const int color = axes.groups.color[mesh.rank()];
+  std::shared_ptr<T[]> all = mine;
+  std::vector<std::size_t> at(groups.size());
+  for (std::size_t q = 0; q < here.size(); ++q) at[here[q]] = q * n;
+  if (axes.groups.crosses_processes()) {
+    std::vector<std::uint64_t> sizes;
+    std::size_t total = 0;
+    for (std::uint32_t r = 0; r < mesh.world_size(); ++r)
+      if (color >= 0 && axes.groups.color[r] == color) {
+        for (std::size_t q = 0; q < held[r].size(); ++q) at[held[r][q]] = total + q * n;
+        sizes.push_back(held[r].size() * n * sizeof(T));
+        total += held[r].size() * n;
+      }
+    if (color >= 0) all = staging<T>(total);
+    const MPI_Comm over = color < 0 ? MPI_COMM_NULL : axes.comm.value_or(mesh.session().communicator());
+    mesh.session().engine().all_gather_over(std::as_bytes(std::span<const T>(mine.get(), here.size() * n)),
+                                            std::as_writable_bytes(std::span<T>(all.get(), color < 0 ? 0 : total)),
+                                            sizes, n * sizeof(T), description, deadline.remaining(), over);
+  }
+  // Each root's data to the other members of its group.
+  PendingWork copies(all);
+  for (std::size_t j = 0; j < groups.size(); ++j)
+    for (std::size_t i : groups[j])
+      if (mesh.global_index(i) != roots[j])
+        arrays[i].device().copy_to_device(std::span<const T>(all.get() + at[j], n), arrays[i].buffer(),
+                                          copies.handler("the copy to " + arrays[i].device().name()));
+  copies.wait(name, deadline);
+}
+
+/// reduce over the groups of the axes `along`: each group's reduction into its member at position
+/// `root` only (the packed group reduction of `all_reduce`, kept by the roots).
+template <class T, class M>
+void run_reduce_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
+                     std::span<AnyArray<T>> arrays, const ReducePlan& plan, std::size_t root,
+                     const std::string& description, const Deadline& deadline) {
+  constexpr const char* name = "reduce";
+  const std::size_t n = arrays[0].size();
+  auto staged = reduce_groups(name, mesh, axes, std::span<const AnyArray<T>>(arrays.data(), arrays.size()), plan,
+                              description, deadline);
+  const T* packed = staged.get() + arrays.size() * n;
+  PendingWork copies(staged);
+  for (std::size_t j = 0; j < axes.groups.local.size(); ++j) {
+    const std::size_t g = group_members(mesh.shape(), along, axes.groups.base[j])[root];
+    if (mesh.rank_of(g) != mesh.rank()) continue;
+    AnyArray<T>& target = arrays[g - mesh.global_index(0)];
+    target.device().copy_to_device(std::span<const T>(packed + j * n, n), target.buffer(),
+                                   copies.handler("the copy to " + target.device().name()));
+  }
+  copies.wait(name, deadline);
+}
+
+/// Every group of the axes `along` over the whole mesh, as global devices in group order.
+template <class M>
+std::vector<std::vector<std::size_t>> every_group(const M& mesh, const std::vector<std::size_t>& along) {
+  std::vector<std::vector<std::size_t>> out;
+  for (std::size_t g = 0; g < mesh.size(); ++g) {
+    const auto c = mesh.coords(g);
+    if (std::all_of(along.begin(), along.end(), [&](std::size_t a) { return c[a] == 0; }))
+      out.push_back(group_members(mesh.shape(), along, g));
+  }
+  return out;
 }
 
 }  // namespace xdev::distributed::detail

@@ -190,6 +190,16 @@ inline std::size_t check_root(const char* name, std::int64_t root, std::size_t d
   return static_cast<std::size_t>(root);
 }
 
+// `root` as a position in a group of `size` devices.
+inline std::size_t check_position(const char* name, std::int64_t root, std::size_t size) {
+  if (root < 0 || static_cast<std::uint64_t>(root) >= size)
+    throw error(errc::invalid_argument, std::string("distributed::") + name + ": root " + std::to_string(root) +
+                                            " is not a position in a group; groups over these axes have " +
+                                            std::to_string(size) + " devices, positions [0, " + std::to_string(size) +
+                                            ")");
+  return static_cast<std::size_t>(root);
+}
+
 inline std::string element_text(std::size_t bytes) {
   return std::to_string(bytes) + "-byte elements";
 }
@@ -494,59 +504,64 @@ void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyAr
 // pair, within the tag range MPI guarantees (32767) up to 181 global devices.
 inline constexpr std::size_t all_to_all_max_devices = 181;
 
+// `groups[i]`: local device i's group, as global devices in group order (every global device
+// for the collective over every device). Block j of a device's input goes to its group's member j.
 template <class T, class M>
 void run_all_to_all(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out, std::size_t split,
-                    std::size_t concat, const std::string& description, const Deadline& deadline) {
+                    std::size_t concat, const std::vector<std::vector<std::size_t>>& groups,
+                    const std::string& description, const Deadline& deadline) {
   constexpr const char* name = "all_to_all";
   const Shape shape = in[0].shape();
-  const std::size_t n = in[0].size(), global = mesh.size(), block = n / global, local = in.size();
-  const std::size_t first = mesh.global_index(0);
+  const std::size_t n = in[0].size(), k = groups[0].size(), block = n / k, local = in.size();
+  const std::size_t first = mesh.global_index(0), global = mesh.size();
+  std::vector<std::size_t> position(local);
+  for (std::size_t i = 0; i < local; ++i)
+    position[i] =
+        static_cast<std::size_t>(std::find(groups[i].begin(), groups[i].end(), first + i) - groups[i].begin());
   // 1. The local inputs to the host.
   auto inputs = staging<T>(n * local);
   copy_to_host(name, in, inputs, deadline);
   // 2. Each block packed (its runs, in the order the receiver unpacks them): block j of local
-  // device i's input at packed[(i * global + j) * block].
+  // device i's input at packed[(i * k + j) * block].
   auto packed = staging<T>(n * local);
-  for (std::size_t j = 0; j < global; ++j) {
-    std::vector<std::size_t> filled(local, 0);
-    spmd::detail::for_each_all_to_all_run(shape, global, j, split, concat,
-                                          [&](std::size_t q, std::size_t src, std::size_t, std::size_t count) {
-                                            if (q < first || q >= first + local) return;
-                                            const std::size_t i = q - first;
-                                            std::memcpy(packed.get() + (i * global + j) * block + filled[i],
-                                                        inputs.get() + i * n + src, count * sizeof(T));
-                                            filled[i] += count;
-                                          });
-  }
-  // 3. Every block to its device's rank (a host copy within this rank): the block from global
-  // device q for local device i lands at received[(i * global + q) * block].
+  for (std::size_t i = 0; i < local; ++i)
+    for (std::size_t j = 0; j < k; ++j) {
+      std::size_t filled = 0;
+      spmd::detail::for_each_all_to_all_run(
+          shape, k, j, split, concat, [&](std::size_t q, std::size_t src, std::size_t, std::size_t count) {
+            if (q != position[i]) return;
+            std::memcpy(packed.get() + (i * k + j) * block + filled, inputs.get() + i * n + src, count * sizeof(T));
+            filled += count;
+          });
+    }
+  // 3. Every block to its device's rank (a host copy within this rank): the block from group
+  // member q for local device i lands at received[(i * k + q) * block].
   auto received = staging<T>(n * local);
   auto bytes_of = [block](const std::shared_ptr<T[]>& buffer, std::size_t at) {
     return std::as_writable_bytes(std::span<T>(buffer.get() + at * block, block));
   };
   std::vector<DeadlineEngine::Message> sends, recvs;
   for (std::size_t i = 0; i < local; ++i)
-    for (std::size_t j = 0; j < global; ++j) {
-      // Local device i (global g) sends block j to global device j, and receives j's block for it.
-      const std::size_t g = first + i;
-      const std::uint32_t r = mesh.rank_of(j);
+    for (std::size_t j = 0; j < k; ++j) {
+      // Local device i (global g) sends block j to member j (global d), and receives d's block.
+      const std::size_t g = first + i, d = groups[i][j];
+      const std::uint32_t r = mesh.rank_of(d);
       if (r == mesh.rank()) {
-        std::memcpy(received.get() + ((j - first) * global + g) * block, packed.get() + (i * global + j) * block,
+        std::memcpy(received.get() + ((d - first) * k + position[i]) * block, packed.get() + (i * k + j) * block,
                     block * sizeof(T));
       } else {
-        sends.push_back({r, static_cast<int>(g * global + j), bytes_of(packed, i * global + j)});
-        recvs.push_back({r, static_cast<int>(j * global + g), bytes_of(received, i * global + j)});
+        sends.push_back({r, static_cast<int>(g * global + d), bytes_of(packed, i * k + j)});
+        recvs.push_back({r, static_cast<int>(d * global + g), bytes_of(received, i * k + j)});
       }
     }
   mesh.session().engine().exchange(Kind::all_to_all, n * sizeof(T), description, sends, recvs, deadline.remaining());
   // 4. Each local output assembled on the host from its blocks, in order along concat_axis.
   auto outputs = staging<T>(n * local);
   for (std::size_t i = 0; i < local; ++i) {
-    std::vector<std::size_t> used(global, 0);
+    std::vector<std::size_t> used(k, 0);
     spmd::detail::for_each_all_to_all_run(
-        shape, global, first + i, split, concat, [&](std::size_t q, std::size_t, std::size_t dst, std::size_t count) {
-          std::memcpy(outputs.get() + i * n + dst, received.get() + (i * global + q) * block + used[q],
-                      count * sizeof(T));
+        shape, k, position[i], split, concat, [&](std::size_t q, std::size_t, std::size_t dst, std::size_t count) {
+          std::memcpy(outputs.get() + i * n + dst, received.get() + (i * k + q) * block + used[q], count * sizeof(T));
           used[q] += count;
         });
   }
