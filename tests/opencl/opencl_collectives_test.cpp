@@ -1,6 +1,7 @@
 // The SPMD collectives over a mesh of three backend types (two HOST devices, a REF plugin device
 // and an OPENCL device on PoCL), against the same collectives on a mesh of host devices only: every
 // collective, over each axis of a 2x2 mesh and over both, with each algorithm that applies.
+#include <xdev/memory/array_view.hpp>
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/exchange.hpp>
 
@@ -148,6 +149,32 @@ TEST_F(MixedMeshCollectives, EveryCollectiveGivesWhatAHostOnlyMeshGives) {
     spmd::collective_permute(m, std::span<const std::string>(axes), in, std::span(out), {{1, 0}}, {.algorithm = alg})
         .get();
     return download(out);
+  });
+}
+
+// Rows [2, 5) of a [6, 50] array on each device: the window at a byte offset inside a REF and an
+// OpenCL buffer, reduced in place, the other rows left alone.
+TEST_F(MixedMeshCollectives, CollectivesInPlaceOnWindowsGiveWhatAHostOnlyMeshGives) {
+  expect_same("all_reduce on windows", [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
+    auto a = inputs_for(m, {6, 50});
+    std::vector<xdev::AnyArrayView<std::int32_t>> w;
+    for (auto& x : a) w.push_back(xdev::slice(x, {2, 5}));
+    spmd::all_reduce(m, std::span<const std::string>(axes), std::span(w), ReduceOp::sum, {.algorithm = alg}).get();
+    return download(a);
+  });
+  expect_same("broadcast on windows", [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
+    auto a = inputs_for(m, {6, 50});
+    std::vector<xdev::AnyArrayView<std::int32_t>> w;
+    for (auto& x : a) w.push_back(xdev::slice(x, {2, 5}));
+    spmd::broadcast(m, std::span<const std::string>(axes), std::span(w), 1, {.algorithm = alg}).get();
+    return download(a);
+  });
+  expect_same("reduce on windows", [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
+    auto a = inputs_for(m, {6, 50});
+    std::vector<xdev::AnyArrayView<std::int32_t>> w;
+    for (auto& x : a) w.push_back(xdev::slice(x, {2, 5}));
+    spmd::reduce(m, std::span<const std::string>(axes), std::span(w), ReduceOp::min, 1, {.algorithm = alg}).get();
+    return download(a);
   });
 }
 

@@ -10,6 +10,7 @@
 #include <xdev/core/metrics.hpp>
 #include <xdev/core/tools.hpp>
 #include <xdev/device/runtime.hpp>
+#include <xdev/memory/array_view.hpp>
 #include <xdev/spmd/mesh.hpp>
 
 #include "spmd/algorithms.hpp"
@@ -1007,6 +1008,74 @@ std::vector<std::size_t> from_peer(const Mesh& mesh) {
 // The length of chunk c when n elements are cut into k chunks that differ by at most one.
 std::size_t chunk_length(std::size_t n, std::size_t k, std::size_t c) {
   return n / k + (c < n % k ? 1 : 0);
+}
+
+// ---- in place on windows ---------------------------------------------------------------------------
+
+// Rows [3, 8) of a [10, 7] array per device: the window is reduced (or broadcast into), the rows
+// around it are left alone, with every algorithm; and no temporary outlives the call.
+TEST_F(Collectives, AllReduceBroadcastAndReduceWorkInPlaceOnAWindowAndLeaveTheRestOfTheArray) {
+  const Mesh mesh = square();
+  const Shape shape{10, 7};
+  const std::size_t row = 7, first = 3 * row, last = 8 * row;
+  for (auto alg : every_algorithm)
+    for (std::vector<std::string> axes : {std::vector<std::string>{"data"}, {"model"}, {"data", "model"}}) {
+      const std::string what = std::string(name_of(alg)) + " over " + axes[0] + (axes.size() > 1 ? "+model" : "");
+      for (int kind = 0; kind < 3; ++kind) {
+        auto arrays = arrays_for<float>(mesh, shape);
+        std::vector<xdev::AnyArrayView<float>> windows;
+        for (auto& a : arrays) windows.push_back(xdev::slice(a, {3, 8}));
+        const auto baseline = memory_in_use(mesh);
+        const std::span<const std::string> over(axes);
+        if (kind == 0)
+          spmd::all_reduce(mesh, over, std::span(windows), ReduceOp::sum, {.algorithm = alg}).get();
+        else if (kind == 1)
+          spmd::broadcast(mesh, over, std::span(windows), 1, {.algorithm = alg}).get();
+        else
+          spmd::reduce(mesh, over, std::span(windows), ReduceOp::max, 0, {.algorithm = alg}).get();
+        EXPECT_EQ(memory_in_use(mesh), baseline) << what;
+        for (const auto& g : mesh.groups(over)) {
+          std::vector<std::vector<float>> inputs;
+          for (auto i : g) {
+            const auto all = host_values<float>(i, shape.numel());
+            inputs.emplace_back(all.begin() + first, all.begin() + last);
+          }
+          for (std::size_t q = 0; q < g.size(); ++q) {
+            const auto got = download(arrays[g[q]]);
+            auto want = host_values<float>(g[q], shape.numel());  // outside the window: unchanged
+            std::vector<float> window = inputs[q];
+            if (kind == 0) window = reference(inputs, ReduceOp::sum);
+            if (kind == 1) window = inputs[1];
+            if (kind == 2 && q == 0) window = reference(inputs, ReduceOp::max);
+            std::copy(window.begin(), window.end(), want.begin() + first);
+            expect_close(got, want, what + ", kind " + std::to_string(kind) + ", device " + std::to_string(g[q]));
+          }
+        }
+      }
+    }
+}
+
+TEST_F(Collectives, AWindowInSeveralRunsOrOnAnotherDeviceIsRefusedBeforeAnythingRuns) {
+  const Mesh mesh = line(2);
+  auto arrays = arrays_for<float>(mesh, {4, 6});
+  // Columns 0-2 of every row: 4 runs.
+  std::vector<xdev::AnyArrayView<float>> columns{xdev::slice(arrays[0], xdev::all, {0, 3}),
+                                                 xdev::slice(arrays[1], xdev::all, {0, 3})};
+  auto e = xdev_test::error_of([&] { (void)spmd::all_reduce(mesh, "data", std::span(columns), ReduceOp::sum); });
+  EXPECT_EQ(e.condition(), xdev::errc::invalid_argument);
+  EXPECT_THAT(e.what(), HasSubstr("arrays[0] on HOST:0 is a window of shape [4, 3] in 4 separate runs; collectives "
+                                  "take contiguous windows"));
+  std::vector<xdev::AnyArrayView<float>> swapped{xdev::slice(arrays[1], {0, 2}), xdev::slice(arrays[0], {0, 2})};
+  e = xdev_test::error_of([&] { (void)spmd::broadcast(mesh, "data", std::span(swapped), 0); });
+  EXPECT_THAT(e.what(), HasSubstr("arrays[0] is on HOST:1, but mesh device 0 is HOST:0"));
+  std::vector<xdev::AnyArrayView<float>> none(2);
+  e = xdev_test::error_of([&] { (void)spmd::reduce(mesh, "data", std::span(none), ReduceOp::sum, 0); });
+  EXPECT_THAT(e.what(), HasSubstr("arrays[0] is empty: a default-constructed window, onto no array"));
+  std::vector<xdev::AnyArrayView<float>> uneven{xdev::slice(arrays[0], {0, 2}), xdev::slice(arrays[1], {0, 3})};
+  e = xdev_test::error_of([&] { (void)spmd::all_reduce(mesh, "data", std::span(uneven), ReduceOp::sum); });
+  EXPECT_THAT(e.what(), HasSubstr("arrays[1] on HOST:1 has shape [3, 6] but arrays[0] on HOST:0 has shape [2, 6]"));
+  // Nothing ran: the arrays hold their values.
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(download(arrays[i]), host_values<float>(i, 24));
 }
 
 TEST_F(Collectives, RingAllReduceReceivesTwoKMinusOneOverKOfTheArray) {

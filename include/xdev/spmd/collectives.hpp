@@ -106,6 +106,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -114,6 +115,28 @@
 #include <vector>
 
 namespace xdev::spmd {
+
+namespace detail {
+
+// The plan of a collective in place (all_reduce, broadcast, reduce) over whole arrays or windows:
+// `op` for the reductions, `root` for broadcast and reduce.
+template <class T, class A>
+CollectivePlan in_place_plan(const char* name, CollectiveKind kind, const Mesh& mesh, std::span<const std::string> axes,
+                             std::span<const A> arrays, std::optional<ReduceOp> op, std::optional<std::int64_t> root) {
+  CollectivePlan plan;
+  plan.kind = kind;
+  if (op) {
+    plan.combine = combine_of<T>(name, *op);
+    plan.mean = *op == ReduceOp::mean;
+  }
+  plan.groups = groups_of(name, mesh, axes);
+  plan.in = check_arrays<T>(name, "arrays", mesh, arrays);
+  check_same_shapes<T>(name, "arrays", plan.groups, arrays);
+  if (root) plan.root = root_of(name, axes, plan.groups, *root);
+  return plan;
+}
+
+}  // namespace detail
 
 // ---- all_reduce ------------------------------------------------------------------------------------
 
@@ -136,16 +159,11 @@ auto all_reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<A
                 CollectiveOptions opt = {}, Token&& token = use_future) {
   static_assert(HasDType<T>, "xdev::spmd::all_reduce: the element type must have an xdev::DType");
   constexpr const char* name = "all_reduce";
-  const std::span<const AnyArray<T>> view(arrays.data(), arrays.size());
-  detail::CollectivePlan plan;
-  plan.kind = detail::CollectiveKind::all_reduce;
-  plan.combine = detail::combine_of<T>(name, op);
-  plan.mean = op == ReduceOp::mean;
-  plan.groups = detail::groups_of(name, mesh, axes);
-  plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
-  detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
-  return detail::start<T>(name, std::move(plan), opt, arrays[0].size() * sizeof(T), axes, mesh,
-                          std::forward<Token>(token));
+  return detail::start<T>(
+      name,
+      detail::in_place_plan<T>(name, detail::CollectiveKind::all_reduce, mesh, axes,
+                               std::span<const AnyArray<T>>(arrays.data(), arrays.size()), op, std::nullopt),
+      opt, arrays[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `all_reduce` over one axis: `all_reduce(mesh, "data", std::span(grads), ReduceOp::mean)`.
@@ -312,15 +330,11 @@ template <class T, class Token = const use_future_t&>
 auto broadcast(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays, std::int64_t root,
                CollectiveOptions opt = {}, Token&& token = use_future) {
   constexpr const char* name = "broadcast";
-  const std::span<const AnyArray<T>> view(arrays.data(), arrays.size());
-  detail::CollectivePlan plan;
-  plan.kind = detail::CollectiveKind::broadcast;
-  plan.groups = detail::groups_of(name, mesh, axes);
-  plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
-  detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
-  plan.root = detail::root_of(name, axes, plan.groups, root);
-  return detail::start<T>(name, std::move(plan), opt, arrays[0].size() * sizeof(T), axes, mesh,
-                          std::forward<Token>(token));
+  return detail::start<T>(
+      name,
+      detail::in_place_plan<T>(name, detail::CollectiveKind::broadcast, mesh, axes,
+                               std::span<const AnyArray<T>>(arrays.data(), arrays.size()), std::nullopt, root),
+      opt, arrays[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `broadcast` over one axis.
@@ -358,17 +372,11 @@ auto reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyAr
             std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
   static_assert(HasDType<T>, "xdev::spmd::reduce: the element type must have an xdev::DType");
   constexpr const char* name = "reduce";
-  const std::span<const AnyArray<T>> view(arrays.data(), arrays.size());
-  detail::CollectivePlan plan;
-  plan.kind = detail::CollectiveKind::reduce;
-  plan.combine = detail::combine_of<T>(name, op);
-  plan.mean = op == ReduceOp::mean;
-  plan.groups = detail::groups_of(name, mesh, axes);
-  plan.in = detail::check_arrays<T>(name, "arrays", mesh, view);
-  detail::check_same_shapes<T>(name, "arrays", plan.groups, view);
-  plan.root = detail::root_of(name, axes, plan.groups, root);
-  return detail::start<T>(name, std::move(plan), opt, arrays[0].size() * sizeof(T), axes, mesh,
-                          std::forward<Token>(token));
+  return detail::start<T>(
+      name,
+      detail::in_place_plan<T>(name, detail::CollectiveKind::reduce, mesh, axes,
+                               std::span<const AnyArray<T>>(arrays.data(), arrays.size()), op, root),
+      opt, arrays[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `reduce` over one axis.
@@ -385,6 +393,94 @@ template <class T, class Token = const use_future_t&>
 auto reduce(const Mesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays, ReduceOp op,
             std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
   return reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, root, std::move(opt),
+                std::forward<Token>(token));
+}
+
+// ---- in place on windows ---------------------------------------------------------------------------
+
+/// `all_reduce`, `broadcast` and `reduce` in place on windows of the arrays (`xdev::slice`): one
+/// contiguous window per mesh device (whole rows of a row-major array, or any range of a 1-D
+/// one), the windows of a group of one shape. The collective reads and writes the window only:
+/// the rest of each array is left as it was, and no copy of the array is made. A bucket of a flat
+/// gradient buffer, reduced while the next bucket is still being computed:
+///
+///     std::vector<AnyArrayView<float>> bucket;
+///     for (auto& g : grads) bucket.push_back(xdev::slice(g, {0, 4096}));
+///     all_reduce(mesh, "data", std::span(bucket), ReduceOp::sum).get();
+///
+/// \throws xdev::error `errc::invalid_argument` as for whole arrays, and for a window in several
+///         runs (a column block): copy it into an array of its own first.
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyArrayView<T>> windows, ReduceOp op,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  static_assert(HasDType<T>, "xdev::spmd::all_reduce: the element type must have an xdev::DType");
+  constexpr const char* name = "all_reduce";
+  return detail::start<T>(
+      name,
+      detail::in_place_plan<T>(name, detail::CollectiveKind::all_reduce, mesh, axes,
+                               std::span<const AnyArrayView<T>>(windows.data(), windows.size()), op, std::nullopt),
+      opt, windows[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto broadcast(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyArrayView<T>> windows,
+               std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
+  constexpr const char* name = "broadcast";
+  return detail::start<T>(
+      name,
+      detail::in_place_plan<T>(name, detail::CollectiveKind::broadcast, mesh, axes,
+                               std::span<const AnyArrayView<T>>(windows.data(), windows.size()), std::nullopt, root),
+      opt, windows[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce(const Mesh& mesh, std::span<const std::string> axes, std::span<AnyArrayView<T>> windows, ReduceOp op,
+            std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
+  static_assert(HasDType<T>, "xdev::spmd::reduce: the element type must have an xdev::DType");
+  constexpr const char* name = "reduce";
+  return detail::start<T>(
+      name,
+      detail::in_place_plan<T>(name, detail::CollectiveKind::reduce, mesh, axes,
+                               std::span<const AnyArrayView<T>>(windows.data(), windows.size()), op, root),
+      opt, windows[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+}
+
+/// The same over one axis, and over the axes in braces.
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const Mesh& mesh, std::string_view axis, std::span<AnyArrayView<T>> windows, ReduceOp op,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_reduce(mesh, std::span<const std::string>(&one, 1), windows, op, std::move(opt),
+                    std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_reduce(const Mesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArrayView<T>> windows,
+                ReduceOp op, CollectiveOptions opt = {}, Token&& token = use_future) {
+  return all_reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), windows, op, std::move(opt),
+                    std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto broadcast(const Mesh& mesh, std::string_view axis, std::span<AnyArrayView<T>> windows, std::int64_t root,
+               CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return broadcast(mesh, std::span<const std::string>(&one, 1), windows, root, std::move(opt),
+                   std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto broadcast(const Mesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArrayView<T>> windows,
+               std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
+  return broadcast(mesh, std::span<const std::string>(axes.begin(), axes.size()), windows, root, std::move(opt),
+                   std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce(const Mesh& mesh, std::string_view axis, std::span<AnyArrayView<T>> windows, ReduceOp op, std::int64_t root,
+            CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return reduce(mesh, std::span<const std::string>(&one, 1), windows, op, root, std::move(opt),
+                std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce(const Mesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArrayView<T>> windows, ReduceOp op,
+            std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
+  return reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), windows, op, root, std::move(opt),
                 std::forward<Token>(token));
 }
 

@@ -38,6 +38,7 @@ struct ArrayRef {
   AnyDevice device;
   xdev::detail::erased_handle handle;
   std::size_t count = 0;
+  std::size_t offset = 0;  ///< elements before the first one (a contiguous window of an array)
 };
 
 /// What a collective does, validated and resolved (groups, algorithm) by its public function.

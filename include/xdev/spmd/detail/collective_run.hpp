@@ -65,6 +65,7 @@ class CollectiveRun final : public CollectiveDriver {
   struct Loc {
     AnyDevice device;
     xdev::detail::erased_handle handle;
+    std::size_t offset = 0;  // elements
   };
 
   static std::vector<AnyDevice> devices_of(const CollectivePlan& pl) {
@@ -188,12 +189,14 @@ class CollectiveRun final : public CollectiveDriver {
     return temps_[p].back().array;
   }
 
-  static Loc loc(const ArrayRef& a) { return {a.device, a.handle}; }
-  static Loc loc(const AnyArray<T>& a) { return {a.device(), a.buffer().native_handle()}; }
+  static Loc loc(const ArrayRef& a) { return {a.device, a.handle, a.offset}; }
+  static Loc loc(const AnyArray<T>& a) { return {a.device(), a.buffer().native_handle(), 0}; }
 
   // `n` elements from `src` at element `si` to `dst` at element `di`.
   static CopyRegion region(const Loc& src, std::size_t si, const Loc& dst, std::size_t di, std::size_t n) {
-    return {src.device, src.handle, si * sizeof(T), dst.device, dst.handle, di * sizeof(T), n * sizeof(T)};
+    return {src.device,   src.handle, (src.offset + si) * sizeof(T),
+            dst.device,   dst.handle, (dst.offset + di) * sizeof(T),
+            n * sizeof(T)};
   }
 
   void copies(std::size_t p, std::size_t s, std::vector<CopyRegion> regions) {
@@ -389,10 +392,11 @@ class CollectiveRun final : public CollectiveDriver {
     const AnyDevice& d = devices()[p];
     const std::size_t bytes = n * sizeof(T);
     auto zeros = std::shared_ptr<std::byte[]>(new std::byte[bytes]());
-    auto launch = [d, h = plan_.out[p].handle, zeros, bytes](Completion done) mutable {
+    auto launch = [d, h = plan_.out[p].handle, at = plan_.out[p].offset * sizeof(T), zeros,
+                   bytes](Completion done) mutable {
       d.queue()->note_transfer(TransferDirection::from_host, bytes);
       d.model().copy_to_device(
-          zeros.get(), h, 0, bytes,
+          zeros.get(), h, at, bytes,
           d.keep_alive([zeros, done = std::move(done)](std::exception_ptr ep) mutable { done(std::move(ep)); }));
     };
     xdev::detail::submit<void>(
@@ -476,7 +480,9 @@ class CollectiveRun final : public CollectiveDriver {
         token(p, 1));
   }
 
-  static T* host_ptr(const ArrayRef& a) noexcept { return static_cast<T*>(a.device.model().host_address(a.handle)); }
+  static T* host_ptr(const ArrayRef& a) noexcept {
+    return static_cast<T*>(a.device.model().host_address(a.handle)) + a.offset;
+  }
 
   // The data movement of participant p's shared-memory step (see shared_step).
   void shared_work(std::size_t p) const {

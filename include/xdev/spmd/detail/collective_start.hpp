@@ -65,9 +65,12 @@ inline std::string where(const AnyDevice& d) {
 }
 
 // One array per mesh device, each valid, non-empty and on its device.
-template <class T>
-std::vector<ArrayRef> check_arrays(const char* op, const char* name, const Mesh& mesh,
-                                   std::span<const AnyArray<T>> arrays) {
+// An operand of a collective: a whole array, or a window onto one (`AnyArrayView`).
+template <class A>
+inline constexpr bool is_window_v = !std::is_same_v<A, AnyArray<typename A::value_type>>;
+
+template <class T, class A>
+std::vector<ArrayRef> check_arrays(const char* op, const char* name, const Mesh& mesh, std::span<const A> arrays) {
   if (arrays.size() != mesh.size())
     invalid(op, "got " + std::to_string(arrays.size()) + " arrays in `" + name + "` for a mesh of " +
                     std::to_string(mesh.size()) + " devices; pass one per mesh device, in mesh order");
@@ -75,7 +78,17 @@ std::vector<ArrayRef> check_arrays(const char* op, const char* name, const Mesh&
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     const auto& a = arrays[i];
     const std::string id = std::string(name) + "[" + std::to_string(i) + "]";
-    if (!a.device().valid()) invalid(op, id + " is empty: it holds no memory and is on no device");
+    if constexpr (is_window_v<A>) {
+      bool onto_an_array = true;
+      try {
+        (void)a.buffer();
+      } catch (const error&) {
+        onto_an_array = false;
+      }
+      if (!onto_an_array) invalid(op, id + " is empty: a default-constructed window, onto no array");
+    } else {
+      if (!a.device().valid()) invalid(op, id + " is empty: it holds no memory and is on no device");
+    }
     const AnyDevice& want = mesh.device(i);
     if (a.device() != want) {
       std::string at = where(a.device());
@@ -84,15 +97,24 @@ std::vector<ArrayRef> check_arrays(const char* op, const char* name, const Mesh&
                       "; pass one array per mesh device, in mesh order");
     }
     if (a.size() == 0) invalid(op, id + " on " + want.name() + " has no elements (shape " + to_string(a.shape()) + ")");
-    refs.push_back({a.device(), a.buffer().native_handle(), a.size()});
+    if constexpr (is_window_v<A>) {
+      if (!a.is_contiguous())
+        invalid(op, id + " on " + want.name() + " is a window of shape " + to_string(a.shape()) + " in " +
+                        std::to_string(a.run_count()) +
+                        " separate runs; collectives take contiguous windows (whole rows): copy it into an array "
+                        "of its own first");
+      refs.push_back({a.device(), a.native_handle(), a.size(), a.offset()});
+    } else {
+      refs.push_back({a.device(), a.buffer().native_handle(), a.size(), 0});
+    }
   }
   return refs;
 }
 
 // Every array of a group has the shape of the group's first.
-template <class T>
+template <class T, class A>
 void check_same_shapes(const char* op, const char* name, const std::vector<std::vector<std::size_t>>& groups,
-                       std::span<const AnyArray<T>> arrays) {
+                       std::span<const A> arrays) {
   for (const auto& g : groups)
     for (std::size_t r = 1; r < g.size(); ++r) {
       const auto& a = arrays[g[r]];
