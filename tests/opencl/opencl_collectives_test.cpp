@@ -169,6 +169,18 @@ TEST_F(MixedMeshCollectives, CollectivesInPlaceOnWindowsGiveWhatAHostOnlyMeshGiv
     spmd::broadcast(m, std::span<const std::string>(axes), std::span(w), 1, {.algorithm = alg}).get();
     return download(a);
   });
+  expect_same("all_gather into windows", [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
+    const auto k = static_cast<Shape::value_type>(m.groups(std::span<const std::string>(axes))[0].size());
+    auto in = inputs_for(m, {6, 5});
+    auto out = inputs_for(m, {3 * k + 4, 5});  // the rows around the window hold values
+    std::vector<xdev::AnyArrayView<std::int32_t>> win, wout;
+    for (auto& x : in) win.push_back(xdev::slice(x, {1, 4}));
+    for (auto& x : out) wout.push_back(xdev::slice(x, {2, 2 + 3 * k}));
+    spmd::all_gather(m, std::span<const std::string>(axes), std::span<const xdev::AnyArrayView<std::int32_t>>(win),
+                     std::span(wout), {.algorithm = alg})
+        .get();
+    return download(out);
+  });
   expect_same("reduce on windows", [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
     auto a = inputs_for(m, {6, 50});
     std::vector<xdev::AnyArrayView<std::int32_t>> w;

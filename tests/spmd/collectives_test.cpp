@@ -1055,6 +1055,51 @@ TEST_F(Collectives, AllReduceBroadcastAndReduceWorkInPlaceOnAWindowAndLeaveTheRe
     }
 }
 
+// A shard gathered into rows [2, 2 + 3k) of a [12, 5] buffer per device, and a window of rows
+// reduce-scattered into a window of another buffer: the rest of each buffer left alone.
+TEST_F(Collectives, AllGatherAndReduceScatterReadAndWriteWindows) {
+  const Mesh mesh = line(4);
+  for (auto alg : every_algorithm) {
+    const std::string what = name_of(alg);
+    // all_gather: whole [3, 5] shards (as windows of all of them) into rows [2, 14) of [16, 5].
+    auto shards = arrays_for<float>(mesh, {3, 5});
+    auto flat = arrays_for<float>(mesh, {16, 5}, 7);
+    std::vector<xdev::AnyArrayView<float>> in(shards.begin(), shards.end()), out;
+    for (auto& f : flat) out.push_back(xdev::slice(f, {2, 14}));
+    spmd::all_gather(mesh, "data", std::span<const xdev::AnyArrayView<float>>(in), std::span(out), {.algorithm = alg})
+        .get();
+    for (std::size_t i = 0; i < 4; ++i) {
+      auto want = host_values<float>(i, 80, 7);
+      for (std::size_t q = 0; q < 4; ++q) {
+        const auto shard = host_values<float>(q, 15);
+        std::copy(shard.begin(), shard.end(), want.begin() + 10 + static_cast<std::ptrdiff_t>(q * 15));
+      }
+      expect_close(download(flat[i]), want, what + " all_gather, device " + std::to_string(i));
+    }
+    // reduce_scatter: rows [1, 9) of [10, 3] into rows [4, 6) of [7, 3].
+    auto inputs = arrays_for<float>(mesh, {10, 3});
+    auto outputs = arrays_for<float>(mesh, {7, 3}, 11);
+    std::vector<xdev::AnyArrayView<float>> win, wout;
+    for (auto& a : inputs) win.push_back(xdev::slice(a, {1, 9}));
+    for (auto& a : outputs) wout.push_back(xdev::slice(a, {4, 6}));
+    spmd::reduce_scatter(mesh, "data", std::span<const xdev::AnyArrayView<float>>(win), std::span(wout), ReduceOp::sum,
+                         {.algorithm = alg})
+        .get();
+    std::vector<std::vector<float>> rows;
+    for (std::size_t q = 0; q < 4; ++q) {
+      const auto all = host_values<float>(q, 30);
+      rows.emplace_back(all.begin() + 3, all.begin() + 27);
+    }
+    const auto sum = reference(rows, ReduceOp::sum);
+    for (std::size_t i = 0; i < 4; ++i) {
+      auto want = host_values<float>(i, 21, 11);
+      std::copy(sum.begin() + static_cast<std::ptrdiff_t>(i * 6), sum.begin() + static_cast<std::ptrdiff_t>(i * 6 + 6),
+                want.begin() + 12);
+      expect_close(download(outputs[i]), want, what + " reduce_scatter, device " + std::to_string(i));
+    }
+  }
+}
+
 TEST_F(Collectives, AWindowInSeveralRunsOrOnAnotherDeviceIsRefusedBeforeAnythingRuns) {
   const Mesh mesh = line(2);
   auto arrays = arrays_for<float>(mesh, {4, 6});
@@ -1074,8 +1119,18 @@ TEST_F(Collectives, AWindowInSeveralRunsOrOnAnotherDeviceIsRefusedBeforeAnything
   std::vector<xdev::AnyArrayView<float>> uneven{xdev::slice(arrays[0], {0, 2}), xdev::slice(arrays[1], {0, 3})};
   e = xdev_test::error_of([&] { (void)spmd::all_reduce(mesh, "data", std::span(uneven), ReduceOp::sum); });
   EXPECT_THAT(e.what(), HasSubstr("arrays[1] on HOST:1 has shape [3, 6] but arrays[0] on HOST:0 has shape [2, 6]"));
+  // A shard inside the rows it would be gathered into.
+  auto flat = arrays_for<float>(mesh, {4, 6}, 3);
+  std::vector<xdev::AnyArrayView<float>> shard{xdev::slice(flat[0], {2, 4}), xdev::slice(flat[1], {0, 2})},
+      rows{xdev::slice(flat[0], {0, 4}), xdev::slice(arrays[1], {0, 4})};
+  e = xdev_test::error_of([&] {
+    (void)spmd::all_gather(mesh, "data", std::span<const xdev::AnyArrayView<float>>(shard), std::span(rows));
+  });
+  EXPECT_THAT(e.what(), HasSubstr("out[0] and in[0] are windows of one array that share elements (elements [0, 24) "
+                                  "and [12, 24))"));
   // Nothing ran: the arrays hold their values.
   for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(download(arrays[i]), host_values<float>(i, 24));
+  for (std::size_t i = 0; i < 2; ++i) EXPECT_EQ(download(flat[i]), host_values<float>(i, 24, 3));
 }
 
 TEST_F(Collectives, RingAllReduceReceivesTwoKMinusOneOverKOfTheArray) {

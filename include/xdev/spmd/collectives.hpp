@@ -136,6 +136,86 @@ CollectivePlan in_place_plan(const char* name, CollectiveKind kind, const Mesh& 
   return plan;
 }
 
+// Rejects an output that shares elements with the input of its device: the same array, or
+// windows of one array that overlap.
+inline void check_apart(const char* name, const CollectivePlan& plan, bool windows) {
+  for (std::size_t i = 0; i < plan.in.size(); ++i) {
+    const ArrayRef& a = plan.in[i];
+    const ArrayRef& b = plan.out[i];
+    if (a.handle != b.handle) continue;
+    if (!windows) invalid(name, "out[" + std::to_string(i) + "] is the same array as in[" + std::to_string(i) + "]");
+    if (a.offset < b.offset + b.count && b.offset < a.offset + a.count)
+      invalid(name, "out[" + std::to_string(i) + "] and in[" + std::to_string(i) + "] are windows of one array that " +
+                        "share elements (elements [" + std::to_string(b.offset) + ", " +
+                        std::to_string(b.offset + b.count) + ") and [" + std::to_string(a.offset) + ", " +
+                        std::to_string(a.offset + a.count) + "))");
+  }
+}
+
+// The plan of an all_gather of arrays or windows.
+template <class T, class In, class Out>
+CollectivePlan gather_plan(const Mesh& mesh, std::span<const std::string> axes, std::span<const In> in,
+                           std::span<const Out> out) {
+  constexpr const char* name = "all_gather";
+  CollectivePlan plan;
+  plan.kind = CollectiveKind::all_gather;
+  plan.groups = groups_of(name, mesh, axes);
+  plan.in = check_arrays<T>(name, "in", mesh, in);
+  plan.out = check_arrays<T>(name, "out", mesh, out);
+  check_same_shapes<T>(name, "in", plan.groups, in);
+  for (const auto& g : plan.groups) {
+    const Shape& s = in[g[0]].shape();
+    if (s.rank() == 0)
+      invalid(name, "in[" + std::to_string(g[0]) +
+                        "] is a scalar (shape []); all_gather concatenates along "
+                        "dimension 0, so the arrays need rank >= 1");
+    Shape want = s;
+    want[0] = s[0] * static_cast<Shape::value_type>(g.size());
+    for (auto i : g)
+      if (out[i].shape() != want)
+        invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
+                          to_string(out[i].shape()) + " but gathering " + std::to_string(g.size()) +
+                          " inputs of shape " + to_string(s) + " gives " + to_string(want));
+  }
+  check_apart(name, plan, is_window_v<In> || is_window_v<Out>);
+  return plan;
+}
+
+// The plan of a reduce_scatter of arrays or windows.
+template <class T, class In, class Out>
+CollectivePlan scatter_plan(const Mesh& mesh, std::span<const std::string> axes, std::span<const In> in,
+                            std::span<const Out> out, ReduceOp op) {
+  constexpr const char* name = "reduce_scatter";
+  CollectivePlan plan;
+  plan.kind = CollectiveKind::reduce_scatter;
+  plan.combine = combine_of<T>(name, op);
+  plan.mean = op == ReduceOp::mean;
+  plan.groups = groups_of(name, mesh, axes);
+  plan.in = check_arrays<T>(name, "in", mesh, in);
+  plan.out = check_arrays<T>(name, "out", mesh, out);
+  check_same_shapes<T>(name, "in", plan.groups, in);
+  for (const auto& g : plan.groups) {
+    const Shape& s = in[g[0]].shape();
+    const auto k = static_cast<Shape::value_type>(g.size());
+    if (s.rank() == 0)
+      invalid(name, "in[" + std::to_string(g[0]) +
+                        "] is a scalar (shape []); reduce_scatter splits "
+                        "dimension 0, so the arrays need rank >= 1");
+    if (s[0] % k != 0)
+      invalid(name, "in[" + std::to_string(g[0]) + "] has shape " + to_string(s) + ", whose dimension 0 (" +
+                        std::to_string(s[0]) + ") is not divisible by the " + std::to_string(k) +
+                        " devices of its group");
+    Shape want = s;
+    want[0] = s[0] / k;
+    for (auto i : g)
+      if (out[i].shape() != want)
+        invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
+                          to_string(out[i].shape()) + " but scattering " + to_string(s) + " over " + std::to_string(k) +
+                          " devices gives blocks of shape " + to_string(want));
+  }
+  if (is_window_v<In> || is_window_v<Out>) check_apart(name, plan, true);
+  return plan;
+}
 }  // namespace detail
 
 // ---- all_reduce ------------------------------------------------------------------------------------
@@ -203,31 +283,9 @@ auto all_gather(const Mesh& mesh, std::span<const std::string> axes,
                 std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
                 CollectiveOptions opt = {}, Token&& token = use_future) {
   constexpr const char* name = "all_gather";
-  const std::span<const AnyArray<T>> out_view(out.data(), out.size());
-  detail::CollectivePlan plan;
-  plan.kind = detail::CollectiveKind::all_gather;
-  plan.groups = detail::groups_of(name, mesh, axes);
-  plan.in = detail::check_arrays<T>(name, "in", mesh, in);
-  plan.out = detail::check_arrays<T>(name, "out", mesh, out_view);
-  detail::check_same_shapes<T>(name, "in", plan.groups, in);
-  for (const auto& g : plan.groups) {
-    const Shape& s = in[g[0]].shape();
-    if (s.rank() == 0)
-      detail::invalid(name, "in[" + std::to_string(g[0]) +
-                                "] is a scalar (shape []); all_gather concatenates along "
-                                "dimension 0, so the arrays need rank >= 1");
-    Shape want = s;
-    want[0] = s[0] * static_cast<Shape::value_type>(g.size());
-    for (auto i : g) {
-      if (out[i].shape() != want)
-        detail::invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
-                                  to_string(out[i].shape()) + " but gathering " + std::to_string(g.size()) +
-                                  " inputs of shape " + to_string(s) + " gives " + to_string(want));
-      if (out[i].buffer().native_handle() == in[i].buffer().native_handle())
-        detail::invalid(name, "out[" + std::to_string(i) + "] is the same array as in[" + std::to_string(i) + "]");
-    }
-  }
-  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+  return detail::start<T>(name,
+                          detail::gather_plan<T>(mesh, axes, in, std::span<const AnyArray<T>>(out.data(), out.size())),
+                          opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `all_gather` over one axis.
@@ -267,35 +325,9 @@ auto reduce_scatter(const Mesh& mesh, std::span<const std::string> axes,
                     CollectiveOptions opt = {}, Token&& token = use_future) {
   static_assert(HasDType<T>, "xdev::spmd::reduce_scatter: the element type must have an xdev::DType");
   constexpr const char* name = "reduce_scatter";
-  const std::span<const AnyArray<T>> out_view(out.data(), out.size());
-  detail::CollectivePlan plan;
-  plan.kind = detail::CollectiveKind::reduce_scatter;
-  plan.combine = detail::combine_of<T>(name, op);
-  plan.mean = op == ReduceOp::mean;
-  plan.groups = detail::groups_of(name, mesh, axes);
-  plan.in = detail::check_arrays<T>(name, "in", mesh, in);
-  plan.out = detail::check_arrays<T>(name, "out", mesh, out_view);
-  detail::check_same_shapes<T>(name, "in", plan.groups, in);
-  for (const auto& g : plan.groups) {
-    const Shape& s = in[g[0]].shape();
-    const auto k = static_cast<Shape::value_type>(g.size());
-    if (s.rank() == 0)
-      detail::invalid(name, "in[" + std::to_string(g[0]) +
-                                "] is a scalar (shape []); reduce_scatter splits "
-                                "dimension 0, so the arrays need rank >= 1");
-    if (s[0] % k != 0)
-      detail::invalid(name, "in[" + std::to_string(g[0]) + "] has shape " + to_string(s) + ", whose dimension 0 (" +
-                                std::to_string(s[0]) + ") is not divisible by the " + std::to_string(k) +
-                                " devices of its group");
-    Shape want = s;
-    want[0] = s[0] / k;
-    for (auto i : g)
-      if (out[i].shape() != want)
-        detail::invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
-                                  to_string(out[i].shape()) + " but scattering " + to_string(s) + " over " +
-                                  std::to_string(k) + " devices gives blocks of shape " + to_string(want));
-  }
-  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+  return detail::start<T>(
+      name, detail::scatter_plan<T>(mesh, axes, in, std::span<const AnyArray<T>>(out.data(), out.size()), op), opt,
+      in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `reduce_scatter` over one axis.
@@ -482,6 +514,64 @@ auto reduce(const Mesh& mesh, std::initializer_list<std::string> axes, std::span
             std::int64_t root, CollectiveOptions opt = {}, Token&& token = use_future) {
   return reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), windows, op, root, std::move(opt),
                 std::forward<Token>(token));
+}
+
+/// `all_gather` and `reduce_scatter` on windows (`xdev::slice`; a whole array converts to a
+/// window of all of it): one contiguous window per mesh device for `in` and for `out`, with the
+/// shapes of the array forms, so a shard can be gathered straight into its rows of a flat
+/// parameter buffer. A window that shares elements with its device's input is refused.
+///
+///     std::vector<AnyArrayView<float>> shards(params.begin(), params.end());   // whole arrays
+///     std::vector<AnyArrayView<float>> rows;
+///     for (auto& f : flat) rows.push_back(xdev::slice(f, {0, 4 * 1024}));
+///     all_gather(mesh, "data", std::span<const AnyArrayView<float>>(shards), std::span(rows)).get();
+template <class T, class Token = const use_future_t&>
+auto all_gather(const Mesh& mesh, std::span<const std::string> axes,
+                std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  constexpr const char* name = "all_gather";
+  return detail::start<T>(
+      name, detail::gather_plan<T>(mesh, axes, in, std::span<const AnyArrayView<T>>(out.data(), out.size())), opt,
+      in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const Mesh& mesh, std::span<const std::string> axes,
+                    std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                    ReduceOp op, CollectiveOptions opt = {}, Token&& token = use_future) {
+  static_assert(HasDType<T>, "xdev::spmd::reduce_scatter: the element type must have an xdev::DType");
+  constexpr const char* name = "reduce_scatter";
+  return detail::start<T>(
+      name, detail::scatter_plan<T>(mesh, axes, in, std::span<const AnyArrayView<T>>(out.data(), out.size()), op), opt,
+      in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_gather(const Mesh& mesh, std::string_view axis, std::span<const AnyArrayView<std::type_identity_t<T>>> in,
+                std::span<AnyArrayView<T>> out, CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_gather<T>(mesh, std::span<const std::string>(&one, 1), in, out, std::move(opt),
+                       std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_gather(const Mesh& mesh, std::initializer_list<std::string> axes,
+                std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  return all_gather<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, std::move(opt),
+                       std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const Mesh& mesh, std::string_view axis, std::span<const AnyArrayView<std::type_identity_t<T>>> in,
+                    std::span<AnyArrayView<T>> out, ReduceOp op, CollectiveOptions opt = {},
+                    Token&& token = use_future) {
+  const std::string one(axis);
+  return reduce_scatter<T>(mesh, std::span<const std::string>(&one, 1), in, out, op, std::move(opt),
+                           std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto reduce_scatter(const Mesh& mesh, std::initializer_list<std::string> axes,
+                    std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                    ReduceOp op, CollectiveOptions opt = {}, Token&& token = use_future) {
+  return reduce_scatter<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, op, std::move(opt),
+                           std::forward<Token>(token));
 }
 
 }  // namespace xdev::spmd
