@@ -181,6 +181,31 @@ TEST_F(MixedMeshCollectives, CollectivesInPlaceOnWindowsGiveWhatAHostOnlyMeshGiv
         .get();
     return download(out);
   });
+  expect_same("all_to_all between windows", [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
+    const auto k = static_cast<Shape::value_type>(m.groups(std::span<const std::string>(axes))[0].size());
+    auto in = inputs_for(m, {10, 8, 3});
+    auto out = inputs_for(m, {6 * k, 8 / k, 3});
+    std::vector<xdev::AnyArrayView<std::int32_t>> win, wout;
+    for (auto& x : in) win.push_back(xdev::slice(x, {3, 7}));
+    for (auto& x : out) wout.push_back(xdev::slice(x, {k, 5 * k}));
+    spmd::all_to_all(m, std::span<const std::string>(axes), std::span<const xdev::AnyArrayView<std::int32_t>>(win),
+                     std::span(wout), 1, 0, {.algorithm = alg})
+        .get();
+    return download(out);
+  });
+  expect_same("collective_permute between windows",
+              [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
+                auto in = inputs_for(m, {9, 7});
+                auto out = inputs_for(m, {8, 7});
+                std::vector<xdev::AnyArrayView<std::int32_t>> win, wout;
+                for (auto& x : in) win.push_back(xdev::slice(x, {2, 8}));
+                for (auto& x : out) wout.push_back(xdev::slice(x, {1, 7}));
+                spmd::collective_permute(m, std::span<const std::string>(axes),
+                                         std::span<const xdev::AnyArrayView<std::int32_t>>(win), std::span(wout),
+                                         {{1, 0}}, {.algorithm = alg})
+                    .get();
+                return download(out);
+              });
   expect_same("reduce on windows", [](const Mesh& m, std::vector<std::string> axes, CollectiveAlgorithm alg) {
     auto a = inputs_for(m, {6, 50});
     std::vector<xdev::AnyArrayView<std::int32_t>> w;

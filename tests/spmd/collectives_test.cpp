@@ -11,6 +11,7 @@
 #include <xdev/core/tools.hpp>
 #include <xdev/device/runtime.hpp>
 #include <xdev/memory/array_view.hpp>
+#include <xdev/spmd/exchange.hpp>
 #include <xdev/spmd/mesh.hpp>
 
 #include "spmd/algorithms.hpp"
@@ -1098,6 +1099,49 @@ TEST_F(Collectives, AllGatherAndReduceScatterReadAndWriteWindows) {
       expect_close(download(outputs[i]), want, what + " reduce_scatter, device " + std::to_string(i));
     }
   }
+}
+
+// all_to_all and collective_permute from rows [1, 9) of [10, 4] into rows [2, 4) of [5, 16] (and
+// rows [3, 11) of [12, 4]): the same bytes as on whole arrays holding those rows, the rest of each
+// output left alone.
+TEST_F(Collectives, AllToAllAndCollectivePermuteReadAndWriteWindows) {
+  const Mesh mesh = line(4);
+  auto rows_of = [](const std::vector<float>& all, std::size_t from, std::size_t to) {
+    return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(from),
+                              all.begin() + static_cast<std::ptrdiff_t>(to));
+  };
+  for (auto alg : xdev_test::copy_algorithms)
+    for (bool permute : {false, true}) {
+      const std::string what = std::string(name_of(alg)) + (permute ? " collective_permute" : " all_to_all");
+      auto in = arrays_for<float>(mesh, {10, 4});
+      const Shape out_shape = permute ? Shape{12, 4} : Shape{5, 16};
+      auto out = arrays_for<float>(mesh, out_shape, 5);
+      std::vector<xdev::AnyArrayView<float>> win, wout;
+      for (auto& a : in) win.push_back(xdev::slice(a, {1, 9}));
+      for (auto& a : out) wout.push_back(permute ? xdev::slice(a, {3, 11}) : xdev::slice(a, {2, 4}));
+      // The same on whole arrays holding the window's rows.
+      std::vector<AnyArray<float>> whole_in, whole_out;
+      for (std::size_t i = 0; i < 4; ++i) {
+        whole_in.push_back(upload<float>(mesh.device(i), {8, 4}, rows_of(host_values<float>(i, 40), 4, 36)));
+        whole_out.push_back(xdev::empty<float>(mesh.device(i), permute ? Shape{8, 4} : Shape{2, 16}));
+      }
+      const std::span<const xdev::AnyArrayView<float>> cwin(win);
+      const std::span<const AnyArray<float>> cwhole(whole_in);
+      const spmd::PermutePairs pairs{{0, 1}, {1, 2}, {2, 3}};  // device 0 receives zeros
+      if (permute) {
+        spmd::collective_permute(mesh, "data", cwin, std::span(wout), pairs, {.algorithm = alg}).get();
+        spmd::collective_permute(mesh, "data", cwhole, std::span(whole_out), pairs).get();
+      } else {
+        spmd::all_to_all(mesh, "data", cwin, std::span(wout), 0, 1, {.algorithm = alg}).get();
+        spmd::all_to_all(mesh, "data", cwhole, std::span(whole_out), 0, 1).get();
+      }
+      for (std::size_t i = 0; i < 4; ++i) {
+        auto want = host_values<float>(i, static_cast<std::size_t>(out_shape.numel()), 5);
+        const auto block = download(whole_out[i]);
+        std::copy(block.begin(), block.end(), want.begin() + (permute ? 12 : 32));
+        expect_close(download(out[i]), want, what + ", device " + std::to_string(i));
+      }
+    }
 }
 
 TEST_F(Collectives, AWindowInSeveralRunsOrOnAnotherDeviceIsRefusedBeforeAnythingRuns) {

@@ -136,22 +136,6 @@ CollectivePlan in_place_plan(const char* name, CollectiveKind kind, const Mesh& 
   return plan;
 }
 
-// Rejects an output that shares elements with the input of its device: the same array, or
-// windows of one array that overlap.
-inline void check_apart(const char* name, const CollectivePlan& plan, bool windows) {
-  for (std::size_t i = 0; i < plan.in.size(); ++i) {
-    const ArrayRef& a = plan.in[i];
-    const ArrayRef& b = plan.out[i];
-    if (a.handle != b.handle) continue;
-    if (!windows) invalid(name, "out[" + std::to_string(i) + "] is the same array as in[" + std::to_string(i) + "]");
-    if (a.offset < b.offset + b.count && b.offset < a.offset + a.count)
-      invalid(name, "out[" + std::to_string(i) + "] and in[" + std::to_string(i) + "] are windows of one array that " +
-                        "share elements (elements [" + std::to_string(b.offset) + ", " +
-                        std::to_string(b.offset + b.count) + ") and [" + std::to_string(a.offset) + ", " +
-                        std::to_string(a.offset + a.count) + "))");
-  }
-}
-
 // The plan of an all_gather of arrays or windows.
 template <class T, class In, class Out>
 CollectivePlan gather_plan(const Mesh& mesh, std::span<const std::string> axes, std::span<const In> in,

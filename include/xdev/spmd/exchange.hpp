@@ -92,6 +92,80 @@ inline std::vector<std::int64_t> sources_of(const char* op, std::span<const std:
 
 }  // namespace detail
 
+namespace detail {
+
+// An output that is its device's input: the same array, or windows sharing an element.
+template <class T, class In, class Out>
+void check_exchange_apart(const char* name, const CollectivePlan& plan, std::span<const In> in,
+                          std::span<const Out> out) {
+  if constexpr (is_window_v<In> || is_window_v<Out>)
+    check_apart(name, plan, true);
+  else
+    check_distinct<T>(name, in, out);
+}
+
+// The plan of an all_to_all of arrays or windows.
+template <class T, class In, class Out>
+CollectivePlan all_to_all_plan(const Mesh& mesh, std::span<const std::string> axes, std::span<const In> in,
+                               std::span<const Out> out, std::int64_t split_axis, std::int64_t concat_axis) {
+  constexpr const char* name = "all_to_all";
+  CollectivePlan plan;
+  plan.kind = CollectiveKind::all_to_all;
+  plan.groups = groups_of(name, mesh, axes);
+  plan.in = check_arrays<T>(name, "in", mesh, in);
+  plan.out = check_arrays<T>(name, "out", mesh, out);
+  check_same_shapes<T>(name, "in", plan.groups, in);
+  check_exchange_apart<T>(name, plan, in, out);
+  for (const auto& g : plan.groups) {
+    const Shape& s = in[g[0]].shape();
+    if (s.rank() == 0)
+      invalid(name, "in[" + std::to_string(g[0]) + "] is a scalar (shape []); all_to_all splits and " +
+                        "concatenates dimensions, so the arrays need rank >= 1");
+    plan.split_axis = axis_of(name, "split_axis", split_axis, s);
+    plan.concat_axis = axis_of(name, "concat_axis", concat_axis, s);
+    const auto k = static_cast<Shape::value_type>(g.size());
+    if (s[plan.split_axis] % k != 0)
+      invalid(name, "in[" + std::to_string(g[0]) + "] has shape " + to_string(s) + ", whose dimension " +
+                        std::to_string(plan.split_axis) + " (" + std::to_string(s[plan.split_axis]) +
+                        ") is not divisible by the " + std::to_string(k) + " devices of its group");
+    Shape want = s;
+    want[plan.split_axis] = s[plan.split_axis] / k;
+    want[plan.concat_axis] = want[plan.concat_axis] * k;
+    for (auto i : g)
+      if (out[i].shape() != want)
+        invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
+                          to_string(out[i].shape()) + " but all_to_all of " + to_string(s) + " over " +
+                          std::to_string(k) + " devices (split_axis " + std::to_string(split_axis) + ", concat_axis " +
+                          std::to_string(concat_axis) + ") gives " + to_string(want));
+  }
+  for (const auto& a : in) plan.in_shapes.push_back(a.shape());
+  return plan;
+}
+
+// The plan of a collective_permute of arrays or windows.
+template <class T, class In, class Out>
+CollectivePlan permute_plan(const Mesh& mesh, std::span<const std::string> axes, std::span<const In> in,
+                            std::span<const Out> out, const PermutePairs& pairs) {
+  constexpr const char* name = "collective_permute";
+  CollectivePlan plan;
+  plan.kind = CollectiveKind::permute;
+  plan.groups = groups_of(name, mesh, axes);
+  plan.in = check_arrays<T>(name, "in", mesh, in);
+  plan.out = check_arrays<T>(name, "out", mesh, out);
+  check_same_shapes<T>(name, "in", plan.groups, in);
+  check_exchange_apart<T>(name, plan, in, out);
+  for (const auto& g : plan.groups)
+    for (auto i : g)
+      if (out[i].shape() != in[g[0]].shape())
+        invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
+                          to_string(out[i].shape()) + " but the inputs of its group have shape " +
+                          to_string(in[g[0]].shape()) + "; collective_permute keeps the shape");
+  plan.source = sources_of(name, axes, plan.groups[0].size(), pairs);
+  return plan;
+}
+
+}  // namespace detail
+
 // ---- all_to_all ------------------------------------------------------------------------------------
 
 /// In every group of k devices, splits each input along `split_axis` into k equal blocks, sends
@@ -113,38 +187,11 @@ auto all_to_all(const Mesh& mesh, std::span<const std::string> axes,
                 std::int64_t split_axis, std::int64_t concat_axis, CollectiveOptions opt = {},
                 Token&& token = use_future) {
   constexpr const char* name = "all_to_all";
-  const std::span<const AnyArray<T>> out_view(out.data(), out.size());
-  detail::CollectivePlan plan;
-  plan.kind = detail::CollectiveKind::all_to_all;
-  plan.groups = detail::groups_of(name, mesh, axes);
-  plan.in = detail::check_arrays<T>(name, "in", mesh, in);
-  plan.out = detail::check_arrays<T>(name, "out", mesh, out_view);
-  detail::check_same_shapes<T>(name, "in", plan.groups, in);
-  detail::check_distinct<T>(name, in, out_view);
-  for (const auto& g : plan.groups) {
-    const Shape& s = in[g[0]].shape();
-    if (s.rank() == 0)
-      detail::invalid(name, "in[" + std::to_string(g[0]) + "] is a scalar (shape []); all_to_all splits and " +
-                                "concatenates dimensions, so the arrays need rank >= 1");
-    plan.split_axis = detail::axis_of(name, "split_axis", split_axis, s);
-    plan.concat_axis = detail::axis_of(name, "concat_axis", concat_axis, s);
-    const auto k = static_cast<Shape::value_type>(g.size());
-    if (s[plan.split_axis] % k != 0)
-      detail::invalid(name, "in[" + std::to_string(g[0]) + "] has shape " + to_string(s) + ", whose dimension " +
-                                std::to_string(plan.split_axis) + " (" + std::to_string(s[plan.split_axis]) +
-                                ") is not divisible by the " + std::to_string(k) + " devices of its group");
-    Shape want = s;
-    want[plan.split_axis] = s[plan.split_axis] / k;
-    want[plan.concat_axis] = want[plan.concat_axis] * k;
-    for (auto i : g)
-      if (out[i].shape() != want)
-        detail::invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
-                                  to_string(out[i].shape()) + " but all_to_all of " + to_string(s) + " over " +
-                                  std::to_string(k) + " devices (split_axis " + std::to_string(split_axis) +
-                                  ", concat_axis " + std::to_string(concat_axis) + ") gives " + to_string(want));
-  }
-  for (const auto& a : in) plan.in_shapes.push_back(a.shape());
-  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+  return detail::start<T>(
+      name,
+      detail::all_to_all_plan<T>(mesh, axes, in, std::span<const AnyArray<T>>(out.data(), out.size()), split_axis,
+                                 concat_axis),
+      opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `all_to_all` over one axis.
@@ -186,22 +233,9 @@ auto collective_permute(const Mesh& mesh, std::span<const std::string> axes,
                         std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
                         const PermutePairs& pairs, CollectiveOptions opt = {}, Token&& token = use_future) {
   constexpr const char* name = "collective_permute";
-  const std::span<const AnyArray<T>> out_view(out.data(), out.size());
-  detail::CollectivePlan plan;
-  plan.kind = detail::CollectiveKind::permute;
-  plan.groups = detail::groups_of(name, mesh, axes);
-  plan.in = detail::check_arrays<T>(name, "in", mesh, in);
-  plan.out = detail::check_arrays<T>(name, "out", mesh, out_view);
-  detail::check_same_shapes<T>(name, "in", plan.groups, in);
-  detail::check_distinct<T>(name, in, out_view);
-  for (const auto& g : plan.groups)
-    for (auto i : g)
-      if (out[i].shape() != in[g[0]].shape())
-        detail::invalid(name, "out[" + std::to_string(i) + "] on " + out[i].device().name() + " has shape " +
-                                  to_string(out[i].shape()) + " but the inputs of its group have shape " +
-                                  to_string(in[g[0]].shape()) + "; collective_permute keeps the shape");
-  plan.source = detail::sources_of(name, axes, plan.groups[0].size(), pairs);
-  return detail::start<T>(name, std::move(plan), opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+  return detail::start<T>(
+      name, detail::permute_plan<T>(mesh, axes, in, std::span<const AnyArray<T>>(out.data(), out.size()), pairs), opt,
+      in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
 }
 
 /// `collective_permute` over one axis.
@@ -218,6 +252,65 @@ auto collective_permute(const Mesh& mesh, std::string_view axis, std::span<const
 template <class T, class Token = const use_future_t&>
 auto collective_permute(const Mesh& mesh, std::initializer_list<std::string> axes,
                         std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+                        const PermutePairs& pairs, CollectiveOptions opt = {}, Token&& token = use_future) {
+  return collective_permute<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, pairs,
+                               std::move(opt), std::forward<Token>(token));
+}
+
+// ---- on windows ------------------------------------------------------------------------------------
+
+/// `all_to_all` and `collective_permute` on windows (`xdev::slice`; a whole array converts to a
+/// window of all of it): one contiguous window per mesh device for `in` and for `out`, with the
+/// shapes of the array forms. An output window that shares elements with its device's input is
+/// refused.
+template <class T, class Token = const use_future_t&>
+auto all_to_all(const Mesh& mesh, std::span<const std::string> axes,
+                std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                std::int64_t split_axis, std::int64_t concat_axis, CollectiveOptions opt = {},
+                Token&& token = use_future) {
+  constexpr const char* name = "all_to_all";
+  return detail::start<T>(
+      name,
+      detail::all_to_all_plan<T>(mesh, axes, in, std::span<const AnyArrayView<T>>(out.data(), out.size()), split_axis,
+                                 concat_axis),
+      opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto collective_permute(const Mesh& mesh, std::span<const std::string> axes,
+                        std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                        const PermutePairs& pairs, CollectiveOptions opt = {}, Token&& token = use_future) {
+  constexpr const char* name = "collective_permute";
+  return detail::start<T>(
+      name, detail::permute_plan<T>(mesh, axes, in, std::span<const AnyArrayView<T>>(out.data(), out.size()), pairs),
+      opt, in[0].size() * sizeof(T), axes, mesh, std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_to_all(const Mesh& mesh, std::string_view axis, std::span<const AnyArrayView<std::type_identity_t<T>>> in,
+                std::span<AnyArrayView<T>> out, std::int64_t split_axis, std::int64_t concat_axis,
+                CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return all_to_all<T>(mesh, std::span<const std::string>(&one, 1), in, out, split_axis, concat_axis, std::move(opt),
+                       std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto all_to_all(const Mesh& mesh, std::initializer_list<std::string> axes,
+                std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                std::int64_t split_axis, std::int64_t concat_axis, CollectiveOptions opt = {},
+                Token&& token = use_future) {
+  return all_to_all<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, split_axis, concat_axis,
+                       std::move(opt), std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto collective_permute(const Mesh& mesh, std::string_view axis,
+                        std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
+                        const PermutePairs& pairs, CollectiveOptions opt = {}, Token&& token = use_future) {
+  const std::string one(axis);
+  return collective_permute<T>(mesh, std::span<const std::string>(&one, 1), in, out, pairs, std::move(opt),
+                               std::forward<Token>(token));
+}
+template <class T, class Token = const use_future_t&>
+auto collective_permute(const Mesh& mesh, std::initializer_list<std::string> axes,
+                        std::span<const AnyArrayView<std::type_identity_t<T>>> in, std::span<AnyArrayView<T>> out,
                         const PermutePairs& pairs, CollectiveOptions opt = {}, Token&& token = use_future) {
   return collective_permute<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, pairs,
                                std::move(opt), std::forward<Token>(token));

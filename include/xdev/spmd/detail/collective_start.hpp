@@ -127,6 +127,22 @@ void check_same_shapes(const char* op, const char* name, const std::vector<std::
     }
 }
 
+// Rejects an output that shares elements with the input of its device: the same array, or
+// windows of one array that overlap.
+inline void check_apart(const char* name, const CollectivePlan& plan, bool windows) {
+  for (std::size_t i = 0; i < plan.in.size(); ++i) {
+    const ArrayRef& a = plan.in[i];
+    const ArrayRef& b = plan.out[i];
+    if (a.handle != b.handle) continue;
+    if (!windows) invalid(name, "out[" + std::to_string(i) + "] is the same array as in[" + std::to_string(i) + "]");
+    if (a.offset < b.offset + b.count && b.offset < a.offset + a.count)
+      invalid(name, "out[" + std::to_string(i) + "] and in[" + std::to_string(i) + "] are windows of one array that " +
+                        "share elements (elements [" + std::to_string(b.offset) + ", " +
+                        std::to_string(b.offset + b.count) + ") and [" + std::to_string(a.offset) + ", " +
+                        std::to_string(a.offset + a.count) + "))");
+  }
+}
+
 // A root position, checked against the size of the groups.
 inline std::size_t root_of(const char* op, std::span<const std::string> axes,
                            const std::vector<std::vector<std::size_t>>& groups, std::int64_t root) {
