@@ -261,9 +261,9 @@ std::vector<T> to_host(const xdev::AnyArray<T>& a) {
 // Runs all_reduce over a GlobalMesh of `local` devices per rank, and the same reduction over a
 // single-process mesh of all the global devices' inputs; checks the results.
 template <class T>
-void check_against_single_process(std::size_t local, xdev::spmd::ReduceOp op, bool integers) {
-  const std::size_t n = 1000;
-  const xdev::Shape shape{10, 100};
+void check_against_single_process(std::size_t local, xdev::spmd::ReduceOp op, bool integers,
+                                  const xdev::Shape& shape = {10, 100}) {
+  const auto n = static_cast<std::size_t>(shape.numel());
   const dist::GlobalMesh mesh(*session, host_devices(local), "data");
   std::vector<xdev::AnyArray<T>> arrays;
   for (std::size_t i = 0; i < local; ++i) {
@@ -611,6 +611,16 @@ TEST(GlobalAllReduceAxes, ALayoutThatSplitsARanksGroupsAcrossProcessSetsIsRefuse
   EXPECT_FALSE(session->failed());
 }
 
+// From 1 MiB with several local devices the local reduce and the MPI step are pipelined (pieces
+// of rows): the same results, on host memory in place and through staging alike.
+TEST(GlobalAllReduce, ALargeArrayOverSeveralLocalDevicesIsPipelinedWithTheSameResult) {
+  const std::size_t local = size() <= 2 ? 2 : 1;
+  for (auto op : {xdev::spmd::ReduceOp::sum, xdev::spmd::ReduceOp::mean, xdev::spmd::ReduceOp::max})
+    check_against_single_process<float>(local, op, true, {64, 4099});
+  check_against_single_process<double>(local, xdev::spmd::ReduceOp::sum, false, {5, 70001});
+  check_against_single_process<std::int32_t>(2, xdev::spmd::ReduceOp::sum, true, {300000});
+}
+
 // Asynchronous: collectives started back to back, with futures and a callback token, each complete
 // with its own result (they run one after another on the session's collectives thread).
 TEST(GlobalAllReduce, TakesCompletionTokensAndRunsCollectivesInTheOrderStarted) {
@@ -754,6 +764,25 @@ TEST(GlobalCollectives, AllReduceThroughStagedMemory) {
     for (std::size_t j = 0; j < 6; ++j) expected[j] += v[j];
   }
   for (const auto& a : arrays) ASSERT_EQ(to_host(a), expected);
+}
+
+// The pipelined all_reduce (from 1 MiB over several local devices) through staged memory: each
+// piece of rows copied to the host, reduced across the processes and copied back. With 2 ranks
+// they hold 1 and 2 devices: the rank of one device cuts the array as the other does.
+TEST(GlobalCollectives, ALargeAllReduceThroughStagedMemoryIsPipelined) {
+  for (bool host : {false, true}) {
+    SCOPED_TRACE(host ? "host memory" : "staged");
+    const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+    const std::size_t n = 8 * 40000;
+    auto arrays = local_arrays<float>(mesh, {8, 40000}, [n](std::size_t g) { return input_of<float>(g, n, true); });
+    dist::all_reduce(mesh, std::span(arrays), xdev::spmd::ReduceOp::sum).get();
+    std::vector<float> expected(n, 0.0f);
+    for (std::size_t g = 0; g < mesh.size(); ++g) {
+      const auto v = input_of<float>(g, n, true);
+      for (std::size_t j = 0; j < n; ++j) expected[j] += v[j];
+    }
+    for (const auto& a : arrays) ASSERT_EQ(to_host(a), expected);
+  }
 }
 
 // A local device that never completes its copy: the collective fails on this rank at its

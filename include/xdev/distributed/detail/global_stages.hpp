@@ -12,6 +12,7 @@
 #include <xdev/core/error.hpp>
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
+#include <xdev/memory/array_view.hpp>
 #include <xdev/spmd/collectives.hpp>
 #include <xdev/spmd/detail/all_to_all_runs.hpp>
 #include <xdev/spmd/exchange.hpp>
@@ -308,30 +309,88 @@ void combine_on_host(spmd::ReduceOp op, std::span<T> acc, std::span<const T> x) 
   }
 }
 
+// How many pieces an all_reduce of `bytes` is pipelined in, where some rank has `local` devices
+// (the most of any rank: every rank must cut alike, each piece being an MPI call): the local
+// reduce of piece c + 1 runs while piece c crosses the processes. One piece below 1 MiB or when
+// no rank has two devices (nothing to overlap), else up to 4 of at least 256 KiB, cut along
+// dimension 0 (`rows`).
+inline std::size_t pipeline_pieces(std::size_t bytes, std::size_t local, std::int64_t rows) {
+  if (local < 2 || bytes < (std::size_t{1} << 20) || rows < 2) return 1;
+  const std::size_t by_size = bytes / (std::size_t{256} << 10);
+  return std::min({std::size_t{4}, by_size, static_cast<std::size_t>(rows)});
+}
+
 template <class T, class M>
 void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& plan, const Deadline& deadline) {
   constexpr const char* name = "all_reduce";
-  // 1. Within the process.
-  if (arrays.size() > 1)
-    spmd::all_reduce(mesh.local_mesh(), mesh.local_mesh().axis_names()[0], arrays, plan.local_op,
-                     spmd::CollectiveOptions{.timeout = deadline.remaining()})
-        .get();
-
-  // 2. Across the processes, in host memory: in place in local device 0's memory when it is host
-  // memory, else in a staging copy.
   const std::size_t n = arrays[0].size();
+  const auto rows = arrays[0].shape().rank() == 0 ? std::int64_t{1} : arrays[0].shape()[0];
+  std::size_t most_local = 0;
+  for (std::uint32_t r = 0; r < mesh.world_size(); ++r) most_local = std::max(most_local, mesh.size_of(r));
+  const std::size_t pieces = pipeline_pieces(n * sizeof(T), most_local, rows);
+  const std::string& axis = mesh.local_mesh().axis_names()[0];
+  // Local device 0's memory when it is host memory (MPI works on it in place), else a staging
+  // buffer; asked before any local work starts (it waits for the work submitted before the call).
   std::shared_ptr<T[]> staged;
   T* host = host_memory(name, arrays[0], deadline);
   if (host == nullptr) {
     staged = staging<T>(n);
     host = staged.get();
-    copy_to_host(name, std::span<const AnyArray<T>>(arrays.data(), 1), staged, deadline);
   }
-  mesh.session().all_reduce(std::span<T>(host, n), plan.mpi_op, deadline.remaining());
-  finish_mean(plan, std::span<T>(host, n), mesh.size());
-
-  // 3. Back to every local device (array 0 already holds the result when it was reduced in place).
-  fan_out(name, std::span<const T>(host, n), staged, arrays, staged ? arrays.size() : 0, deadline);
+  // Piece c: rows [c * rows / pieces, (c + 1) * rows / pieces) of every local array.
+  const std::size_t row = rows > 0 ? n / static_cast<std::size_t>(rows) : 0;
+  auto rows_of = [&](std::size_t c) {
+    return Range{static_cast<std::int64_t>(c) * rows / static_cast<std::int64_t>(pieces),
+                 static_cast<std::int64_t>(c + 1) * rows / static_cast<std::int64_t>(pieces)};
+  };
+  // 1. Within the process, piece by piece on the local mesh (sum for mean).
+  auto local_reduce = [&](std::size_t c) {
+    std::vector<AnyArrayView<T>> windows;
+    for (auto& a : arrays) windows.push_back(pieces == 1 ? AnyArrayView<T>(a) : xdev::slice(a, rows_of(c)));
+    return spmd::all_reduce(mesh.local_mesh(), axis, std::span(windows), plan.local_op,
+                            spmd::CollectiveOptions{.timeout = deadline.remaining()});
+  };
+  std::vector<Future<void>> local(pieces);
+  PendingWork copies(staged);
+  std::size_t c = 0;
+  try {
+    if (arrays.size() > 1) local[0] = local_reduce(0);
+    for (; c < pieces; ++c) {
+      if (arrays.size() > 1) local[c].get();
+      if (arrays.size() > 1 && c + 1 < pieces) local[c + 1] = local_reduce(c + 1);  // overlaps this piece's MPI
+      const Range r = pieces == 1 ? Range{0, rows} : rows_of(c);
+      const std::size_t at = static_cast<std::size_t>(r.begin) * row;
+      const std::size_t count = pieces == 1 ? n : static_cast<std::size_t>(r.end - r.begin) * row;
+      const std::span<T> piece(host + at, count);
+      // 2. Across the processes, in host memory.
+      if (staged) {
+        PendingWork in(staged);
+        arrays[0].device().copy_to_host(pieces == 1 ? AnyArrayView<T>(arrays[0]) : xdev::slice(arrays[0], r), piece,
+                                        in.handler("the copy from " + arrays[0].device().name()));
+        in.wait(name, deadline);
+      }
+      mesh.session().all_reduce(piece, plan.mpi_op, deadline.remaining());
+      finish_mean(plan, piece, mesh.size());
+      // 3. Back to every local device (array 0 already holds it when it was reduced in place),
+      // while the next piece goes on.
+      for (std::size_t i = staged ? 0 : 1; i < arrays.size(); ++i)
+        arrays[i].device().copy_to_device(std::span<const T>(piece),
+                                          pieces == 1 ? AnyArrayView<T>(arrays[i]) : xdev::slice(arrays[i], r),
+                                          copies.handler("the copy to " + arrays[i].device().name()));
+    }
+  } catch (...) {
+    // The next piece's local reduce may still run: let it finish (within the deadline) before
+    // the caller may free the arrays.
+    for (std::size_t k = c + 1; k < pieces; ++k)
+      if (local[k].valid() && local[k].wait_until(deadline.at) == std::future_status::ready) {
+        try {
+          local[k].get();
+        } catch (...) {
+        }
+      }
+    throw;
+  }
+  copies.wait(name, deadline);
 }
 
 template <class T, class M>
