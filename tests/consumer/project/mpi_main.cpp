@@ -1,5 +1,6 @@
 // A downstream program of the MPI component (find_package(xdev CONFIG REQUIRED COMPONENTS mpi),
 // target xdev::mpi): a singleton run (no launcher) is rank 0 of 1, and its collectives work.
+#include <xdev/distributed/axis_collectives.hpp>
 #include <xdev/distributed/global_mesh.hpp>
 #include <xdev/distributed/mpi.hpp>
 
