@@ -773,8 +773,8 @@ TEST(GlobalCollectives, ALargeAllReduceThroughStagedMemoryIsPipelined) {
   for (bool host : {false, true}) {
     SCOPED_TRACE(host ? "host memory" : "staged");
     const dist::GlobalMesh mesh(*session, devices_for(host), "data");
-    const std::size_t n = 8 * 40000;
-    auto arrays = local_arrays<float>(mesh, {8, 40000}, [n](std::size_t g) { return input_of<float>(g, n, true); });
+    constexpr std::size_t n = 8 * 40000;
+    auto arrays = local_arrays<float>(mesh, {8, 40000}, [](std::size_t g) { return input_of<float>(g, n, true); });
     dist::all_reduce(mesh, std::span(arrays), xdev::spmd::ReduceOp::sum).get();
     std::vector<float> expected(n, 0.0f);
     for (std::size_t g = 0; g < mesh.size(); ++g) {

@@ -356,14 +356,8 @@ auto reduce_scatter(const GlobalMesh& mesh, std::span<const AnyArray<std::type_i
   constexpr const char* name = "reduce_scatter";
   detail::check_local_arrays<T>(name, "in", mesh, in);
   const Shape& s = in[0].shape();
-  const auto k = static_cast<Shape::value_type>(mesh.size());
-  if (s.rank() == 0 || s[0] % k != 0)
-    throw error(errc::invalid_argument, "distributed::reduce_scatter: the inputs have shape " + to_string(s) +
-                                            "; reduce_scatter splits dimension 0 into " + std::to_string(k) +
-                                            " blocks (one per global device), so it must be divisible by " +
-                                            std::to_string(k));
-  Shape want = s;
-  want[0] = s[0] / k;
+  const std::size_t k = mesh.size();
+  const Shape want = detail::scatter_shape(s, k, "global device");
   detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
                            "scattering " + to_string(s) + " over " + std::to_string(k) + " devices");
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
@@ -452,27 +446,13 @@ auto all_to_all(const GlobalMesh& mesh, std::span<const AnyArray<std::type_ident
                 std::span<AnyArray<T>> out, std::int64_t split_axis, std::int64_t concat_axis,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   constexpr const char* name = "all_to_all";
-  const char* full = "distributed::all_to_all";
   detail::check_local_arrays<T>(name, "in", mesh, in);
   const Shape& s = in[0].shape();
-  if (s.rank() == 0)
-    throw error(errc::invalid_argument, std::string(full) + ": the inputs are scalars (shape []); all_to_all " +
-                                            "splits and concatenates dimensions, so they need rank >= 1");
-  const std::size_t split = spmd::detail::axis_of(full, "split_axis", split_axis, s);
-  const std::size_t concat = spmd::detail::axis_of(full, "concat_axis", concat_axis, s);
-  const auto k = static_cast<Shape::value_type>(mesh.size());
-  if (mesh.size() > detail::all_to_all_max_devices)
-    throw error(errc::invalid_argument, std::string(full) + ": the mesh has " + std::to_string(mesh.size()) +
-                                            " global devices; at most " +
-                                            std::to_string(detail::all_to_all_max_devices) + " are supported");
-  if (s[split] % k != 0)
-    throw error(errc::invalid_argument, std::string(full) + ": the inputs have shape " + to_string(s) +
-                                            ", whose dimension " + std::to_string(split) + " (" +
-                                            std::to_string(s[split]) + ") is not divisible by the " +
-                                            std::to_string(k) + " global devices");
-  Shape want = s;
-  want[split] = s[split] / k;
-  want[concat] = want[concat] * k;
+  const std::size_t k = mesh.size();
+  const detail::AllToAllShape shape =
+      detail::all_to_all_shape(s, split_axis, concat_axis, k, k, "the " + std::to_string(k) + " global devices");
+  const std::size_t split = shape.split, concat = shape.concat;
+  const Shape& want = shape.want;
   detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
                            "all_to_all of " + to_string(s) + " over " + std::to_string(k) + " devices (split_axis " +
                                std::to_string(split) + ", concat_axis " + std::to_string(concat) + ")");

@@ -201,6 +201,54 @@ inline std::size_t check_position(const char* name, std::int64_t root, std::size
   return static_cast<std::size_t>(root);
 }
 
+// The output shape of a reduce_scatter of inputs of shape `s` into `k` blocks, one per `each` ("global
+// device", "device of a group").
+inline Shape scatter_shape(const Shape& s, std::size_t k, const char* each) {
+  const auto blocks = static_cast<Shape::value_type>(k);
+  if (s.rank() == 0 || s[0] % blocks != 0)
+    throw error(errc::invalid_argument, "distributed::reduce_scatter: the inputs have shape " + to_string(s) +
+                                            "; reduce_scatter splits dimension 0 into " + std::to_string(k) +
+                                            " blocks (one per " + each + "), so it must be divisible by " +
+                                            std::to_string(k));
+  Shape want = s;
+  want[0] = s[0] / blocks;
+  return want;
+}
+
+// An all_to_all of inputs of shape `s` in groups of `k` over a mesh of `global` devices: its axes
+// and output shape. `of_k` says what k is ("the 4 global devices", "the group size 2").
+struct AllToAllShape {
+  std::size_t split = 0;
+  std::size_t concat = 0;
+  Shape want;
+};
+// Global device g's block for global device j travels with tag g * G + j: distinct for every
+// pair, within the tag range MPI guarantees (32767) up to 181 global devices.
+inline constexpr std::size_t all_to_all_max_devices = 181;
+inline AllToAllShape all_to_all_shape(const Shape& s, std::int64_t split_axis, std::int64_t concat_axis, std::size_t k,
+                                      std::size_t global, const std::string& of_k) {
+  const char* full = "distributed::all_to_all";
+  if (s.rank() == 0)
+    throw error(errc::invalid_argument, std::string(full) + ": the inputs are scalars (shape []); all_to_all " +
+                                            "splits and concatenates dimensions, so they need rank >= 1");
+  AllToAllShape out;
+  out.split = spmd::detail::axis_of(full, "split_axis", split_axis, s);
+  out.concat = spmd::detail::axis_of(full, "concat_axis", concat_axis, s);
+  if (global > all_to_all_max_devices)
+    throw error(errc::invalid_argument, std::string(full) + ": the mesh has " + std::to_string(global) +
+                                            " global devices; at most " + std::to_string(all_to_all_max_devices) +
+                                            " are supported");
+  const auto blocks = static_cast<Shape::value_type>(k);
+  if (s[out.split] % blocks != 0)
+    throw error(errc::invalid_argument, std::string(full) + ": the inputs have shape " + to_string(s) +
+                                            ", whose dimension " + std::to_string(out.split) + " (" +
+                                            std::to_string(s[out.split]) + ") is not divisible by " + of_k);
+  out.want = s;
+  out.want[out.split] = s[out.split] / blocks;
+  out.want[out.concat] = out.want[out.concat] * blocks;
+  return out;
+}
+
 inline std::string element_text(std::size_t bytes) {
   return std::to_string(bytes) + "-byte elements";
 }
@@ -558,10 +606,6 @@ void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyAr
                                    copies.handler("the copy to " + out[i].device().name()));
   copies.wait(name, deadline);
 }
-
-// Global device g's block for global device j travels with tag g * G + j: distinct for every
-// pair, within the tag range MPI guarantees (32767) up to 181 global devices.
-inline constexpr std::size_t all_to_all_max_devices = 181;
 
 // `groups[i]`: local device i's group, as global devices in group order (every global device
 // for the collective over every device). Block j of a device's input goes to its group's member j.
