@@ -12,6 +12,9 @@
 //                barrier (60 s deadline): the job must end at once, with a non-zero status
 //   all_reduce_stall  as stall, for an all_reduce of device arrays over a GlobalMesh (two host
 //                devices per rank): rank 1 sleeps, rank 0 must be told that rank 1 has not arrived
+//   axes_stall   as all_reduce_stall, for an all_gather over one axis of a GlobalMesh of shape
+//                (2, 2) over 4 ranks: rank 3 sleeps; ranks 0 and 1, whose group it is not in, are
+//                still told that rank 3 has not arrived (every rank takes part in every call)
 //   group_rank   each rank sets a GROUP_RANK of its own on one host: init must fail on every
 //                rank, naming the variable and the ranks
 //   thread_level the program initialises MPI itself with MPI_THREAD_FUNNELED: init must refuse
@@ -19,6 +22,7 @@
 #include <xdev/backends/host.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/device/runtime.hpp>
+#include <xdev/distributed/axis_collectives.hpp>
 #include <xdev/distributed/global_mesh.hpp>
 #include <xdev/distributed/mpi.hpp>
 
@@ -114,6 +118,34 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     session.abort(2, "scenario all_reduce_stall failed");
   }
+  if (scenario == "axes_stall") {
+    xdev::Runtime<xdev::backends::Host> rt(xdev::RuntimeOptions{}, xdev::backends::Host::Options{.devices = 1});
+    const dist::GlobalMesh mesh(session, {xdev::AnyDevice(rt.device(0))}, {2, 2}, {"x", "y"});
+    std::vector<xdev::AnyArray<float>> in, out;
+    in.push_back(xdev::empty<float>(mesh.local_mesh().device(0), {64}));
+    out.push_back(xdev::empty<float>(mesh.local_mesh().device(0), {128}));
+    const std::span<const xdev::AnyArray<float>> shard(in);
+    if (rank == 3) {
+      std::this_thread::sleep_for(std::chrono::seconds(20));
+      dist::all_gather(mesh, "y", shard, std::span(out)).get();
+      return 0;
+    }
+    const auto start = Clock::now();
+    try {
+      dist::all_gather(mesh, "y", shard, std::span(out), std::chrono::milliseconds(500)).get();
+    } catch (const xdev::error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      const bool named = std::string(e.what()).find("rank 3 of 4 has not arrived") != std::string::npos;
+      std::printf("scenario axes_stall: rank %u %s after %lld ms: %s\n", rank,
+                  e.condition() == xdev::errc::deadline_exceeded && named && ms >= 500 && ms < 2000 ? "OK" : "WRONG",
+                  static_cast<long long>(ms), e.what());
+      std::fflush(stdout);
+      return 0;  // the failed session aborts the job
+    }
+    std::printf("scenario axes_stall: rank %u WRONG: the all_gather completed\n", rank);
+    std::fflush(stdout);
+    session.abort(2, "scenario axes_stall failed");
+  }
   if (scenario == "throw") {
     if (rank == 1) throw std::runtime_error("scenario throw: boom on rank 1");
     session.barrier();
@@ -129,9 +161,9 @@ int main(int argc, char** argv) {
     session.barrier();
     return 0;
   }
-  std::fprintf(
-      stderr,
-      "unknown scenario \"%s\"; accepted: stall, all_reduce_stall, throw, exit, crash, group_rank, thread_level\n",
-      argv[argc > 1 ? 1 : 0]);
+  std::fprintf(stderr,
+               "unknown scenario \"%s\"; accepted: stall, all_reduce_stall, axes_stall, throw, exit, crash, "
+               "group_rank, thread_level\n",
+               argv[argc > 1 ? 1 : 0]);
   return 2;
 }
