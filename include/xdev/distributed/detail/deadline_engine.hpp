@@ -264,13 +264,15 @@ class DeadlineEngine {
     drain_locked();
   }
 
-  /// Splits the collectives' communicator by `color` (`MPI_UNDEFINED`: this rank takes no part),
-  /// ordered by rank: every rank must call it, in the same order as its other calls. Blocking
-  /// (MPI has no non-blocking split): call it only right after a call that every rank completed.
-  MPI_Comm split(int color) {
-    std::lock_guard lock(mutex_);
+  /// A communicator of the ranks that pass the same `color` (`MPI_UNDEFINED`: this rank takes
+  /// no part), ordered by rank: every rank must call it, the same number of times. Blocking (MPI
+  /// has no non-blocking split): call it only right after a call that every rank completed. It
+  /// splits the arrival tokens' communicator, on which no collective runs, without the engine's
+  /// lock: so it neither waits for nor mixes with an asynchronous collective that the
+  /// collectives thread runs meanwhile on the collectives' communicator.
+  MPI_Comm split(int color) const {
     MPI_Comm out = MPI_COMM_NULL;
-    mpi_check(MPI_Comm_split(comm_, color, static_cast<int>(rank_), &out), "MPI_Comm_split");
+    mpi_check(MPI_Comm_split(arrivals_, color, static_cast<int>(rank_), &out), "MPI_Comm_split");
     if (out != MPI_COMM_NULL) MPI_Comm_set_errhandler(out, MPI_ERRORS_RETURN);
     return out;
   }

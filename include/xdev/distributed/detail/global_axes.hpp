@@ -54,8 +54,9 @@ struct AxisPlans {
   }
 };
 
-/// Builds the plans of every set of axes; splits the session's communicator once per distinct
-/// partition of the ranks, in mask order (the same calls on every rank: the layout is the same).
+/// Builds the plans of every set of axes; splits a communicator of the session once per distinct
+/// partition of the ranks (`DeadlineEngine::split`), in mask order: the same calls on every rank,
+/// whose layout is the same.
 inline std::shared_ptr<const AxisPlans> make_axis_plans(DeadlineEngine& engine, const std::vector<std::int64_t>& shape,
                                                         const std::vector<std::string>& names,
                                                         const std::vector<std::size_t>& offsets, std::uint32_t rank) {
