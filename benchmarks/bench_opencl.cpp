@@ -13,6 +13,10 @@
 //   backend; both GFLOP/s are reported as counters (opencl_gflops, host_gflops).
 // transfer/{to_device,to_host}/<bytes>: `copy_to_device` / `copy_to_host` of an OPENCL array
 //   against `std::memcpy` between two host blocks of the same size.
+// transfer/columns_to_host/<rows>: a block of 64 columns of a [rows, 256] float OPENCL array to the
+//   host (one `clEnqueueReadBufferRect` through the plugin's strided entry, ABI 1.11; before it,
+//   one read per row) against a contiguous array of the same bytes. No goal: the figure says what
+//   a strided window costs over a dense one.
 //
 // The plugin is loaded from the build's plugins/ directory (XDEV_BENCH_PLUGIN_DIR); without an
 // OpenCL device every benchmark reports an error saying why.
@@ -258,6 +262,28 @@ void to_host(benchmark::State& st) {
   transfer(st, false);
 }
 
+void columns_to_host(benchmark::State& st) {
+  if (!ready(st)) return;
+  const std::int64_t rows = st.range(0);
+  constexpr std::int64_t cols = 256, block = 64;
+  const AnyDevice& dev = devices().opencl.at(0);
+  auto wide = xdev::empty<float>(dev, {rows, cols});
+  auto dense = xdev::empty<float>(dev, {rows, block});
+  std::vector<float> init(static_cast<std::size_t>(rows * cols), 1.0f);
+  dev.copy_to_device(std::span<const float>(init), wide).get();
+  dev.copy_to_device(std::span<const float>(init.data(), static_cast<std::size_t>(rows * block)), dense).get();
+  std::vector<float> out(static_cast<std::size_t>(rows * block));
+  const auto window = xdev::slice(wide, xdev::all, {64, 64 + block});
+  auto strided = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) dev.copy_to_host(window, std::span<float>(out)).get();
+  };
+  auto contiguous = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) dev.copy_to_host(dense, std::span<float>(out)).get();
+  };
+  xdev_bench::run_interleaved(st, {{"strided", strided}, {"contiguous", contiguous}}, 1, 1,
+                              static_cast<double>(out.size() * sizeof(float)));
+}
+
 [[maybe_unused]] const int registered = [] {
   using xdev_bench::Goal;
   benchmark::RegisterBenchmark("submit/latency", submit_latency)->UseManualTime();
@@ -293,6 +319,15 @@ void to_host(benchmark::State& st) {
       xdev_bench::add_ratio(
           {.label = name + " xdev/memcpy", .benchmark = name, .subject = "xdev", .baseline = "memcpy", .unit = "copy"});
     }
+  }
+  for (std::int64_t rows : {64, 4096}) {
+    const std::string name = "transfer/columns_to_host/" + std::to_string(rows);
+    benchmark::RegisterBenchmark("transfer/columns_to_host", columns_to_host)->Arg(rows)->UseManualTime();
+    xdev_bench::add_ratio({.label = name + " strided/contiguous",
+                           .benchmark = name,
+                           .subject = "strided",
+                           .baseline = "contiguous",
+                           .unit = "copy"});
   }
   return 0;
 }();

@@ -27,6 +27,7 @@
 #include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/backend/user_kernel.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/core/dtype.hpp>

@@ -34,9 +34,11 @@
 #include "user_kernel.hpp"
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/detail/join.hpp>
 #include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/env.hpp>
 #include <xdev/core/error.hpp>
@@ -380,6 +382,19 @@ class OpenCL {
     cl_check(clEnqueueReadBuffer(queue_of(d), src, CL_FALSE, src_offset, bytes, dst, 0, nullptr, &ev), d.label,
              "clEnqueueReadBuffer");
     complete_on(d, lk, ev, pending(std::move(done), d.label + ": copy to host"));
+  }
+
+  /// A strided window (`concepts::StridedTransfers`) in one `clEnqueueReadBufferRect` /
+  /// `clEnqueueWriteBufferRect`: the region's offset becomes the buffer origin (slice, row, byte)
+  /// and the host side is dense. A slice pitch that is not a multiple of the row pitch (which
+  /// OpenCL requires) goes one slice per call.
+  void copy_to_host_strided(std::size_t device, memory_handle src, const xdev::StridedRegion& r, void* dst,
+                            xdev::Completion done) {
+    copy_rect(device, src, r, dst, true, std::move(done));
+  }
+  void copy_to_device_strided(std::size_t device, const void* src, memory_handle dst, const xdev::StridedRegion& r,
+                              xdev::Completion done) {
+    copy_rect(device, dst, r, const_cast<void*>(src), false, std::move(done));
   }
 
   /// Within one context, a `clEnqueueCopyBuffer` on the source device's queue; between contexts,
@@ -911,6 +926,42 @@ class OpenCL {
   }
 
  private:
+  // One rect transfer of `r` between buffer `m` and dense host memory `host` (`read`: to the host).
+  void copy_rect(std::size_t device, cl_mem m, const xdev::StridedRegion& r, void* host, bool read,
+                 xdev::Completion done) {
+    if (r.bytes() == 0) return done(nullptr);
+    const std::size_t slice_pitch = r.slices > 1 ? r.slice_pitch : r.rows * r.row_pitch;
+    if (slice_pitch % r.row_pitch != 0) {
+      const std::size_t slice_bytes = r.rows * r.row_bytes;
+      return xdev::detail::start_parts(
+          r.slices,
+          [&](std::size_t k, xdev::Completion part) {
+            xdev::StridedRegion one = r;
+            one.offset = r.offset + k * r.slice_pitch;
+            one.slices = 1;
+            copy_rect(device, m, one, static_cast<std::byte*>(host) + k * slice_bytes, read, std::move(part));
+          },
+          std::move(done));
+    }
+    Dev& d = dev(device);
+    const std::size_t origin[3] = {r.offset % slice_pitch % r.row_pitch, r.offset % slice_pitch / r.row_pitch,
+                                   r.offset / slice_pitch};
+    const std::size_t host_origin[3] = {0, 0, 0};
+    const std::size_t region[3] = {r.row_bytes, r.rows, r.slices};
+    std::unique_lock lk(d.m);
+    cl_event ev = nullptr;
+    if (read)
+      cl_check(clEnqueueReadBufferRect(queue_of(d), m, CL_FALSE, origin, host_origin, region, r.row_pitch, slice_pitch,
+                                       r.row_bytes, r.rows * r.row_bytes, host, 0, nullptr, &ev),
+               d.label, "clEnqueueReadBufferRect");
+    else
+      cl_check(clEnqueueWriteBufferRect(queue_of(d), m, CL_FALSE, origin, host_origin, region, r.row_pitch, slice_pitch,
+                                        r.row_bytes, r.rows * r.row_bytes, host, 0, nullptr, &ev),
+               d.label, "clEnqueueWriteBufferRect");
+    complete_on(d, lk, ev,
+                pending(std::move(done), d.label + (read ? ": strided copy to host" : ": strided copy to device")));
+  }
+
   // Axes at least this long are summed by a work-group tree per output.
   static constexpr std::size_t tree_axis_min = 64;
 

@@ -17,9 +17,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <future>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -171,6 +173,45 @@ TEST_F(OpenCLBackend, TransfersRoundTripAndCrossDevices) {
   run([&](xdev::Completion d) { b().copy_to_host(0, a, 0, out.data(), 0, std::move(d)); });
   b().deallocate(0, a, bytes);
   b().deallocate(last, c, bytes);
+}
+
+// Strided windows (`concepts::StridedTransfers`) go in one rect transfer each way; a region whose
+// slice pitch is no multiple of its row pitch (which OpenCL refuses) goes one slice per call.
+TEST_F(OpenCLBackend, StridedRegionsRoundTripThroughRectTransfers) {
+  static_assert(xdev::concepts::StridedTransfers<OpenCL>);
+  std::vector<std::int32_t> in(200);
+  std::iota(in.begin(), in.end(), 0);
+  const std::size_t bytes = in.size() * sizeof(std::int32_t);
+  auto a = b().allocate(0, bytes);
+  run([&](xdev::Completion d) { b().copy_to_device(0, in.data(), a, 0, bytes, std::move(d)); });
+  // The elements of `r` of `in`, densely.
+  const auto expect = [&](const xdev::StridedRegion& r) {
+    std::vector<std::int32_t> out;
+    for (std::size_t i = 0; i < r.rows * r.slices; ++i)
+      for (std::size_t e = 0; e < r.row_bytes / 4; ++e) out.push_back(in[r.row_offset(i) / 4 + e]);
+    return out;
+  };
+  // Columns [2, 5) of rows [1, 4) of slices [1, 3) of a [4, 5, 10] array; then the same rows with
+  // a slice pitch of 31 elements (not a multiple of the row pitch).
+  for (const xdev::StridedRegion r : {xdev::StridedRegion{(50 + 10 + 2) * 4, 12, 3, 40, 2, 200},
+                                      xdev::StridedRegion{(10 + 2) * 4, 12, 3, 40, 3, 124}}) {
+    std::vector<std::int32_t> got(r.bytes() / 4, -1);
+    run([&](xdev::Completion d) { b().copy_to_host_strided(0, a, r, got.data(), std::move(d)); });
+    EXPECT_EQ(got, expect(r)) << "slice pitch " << r.slice_pitch;
+    // Negated back into place: exactly those elements change.
+    std::vector<std::int32_t> neg(got.size());
+    std::transform(got.begin(), got.end(), neg.begin(), [](std::int32_t x) { return -x - 1; });
+    run([&](xdev::Completion d) { b().copy_to_device_strided(0, neg.data(), a, r, std::move(d)); });
+    std::vector<std::int32_t> all(in.size());
+    run([&](xdev::Completion d) { b().copy_to_host(0, a, 0, all.data(), bytes, std::move(d)); });
+    std::vector<std::int32_t> want = in;
+    for (std::size_t i = 0; i < r.rows * r.slices; ++i)
+      for (std::size_t e = 0; e < r.row_bytes / 4; ++e)
+        want[r.row_offset(i) / 4 + e] = -want[r.row_offset(i) / 4 + e] - 1;
+    EXPECT_EQ(all, want) << "slice pitch " << r.slice_pitch;
+    run([&](xdev::Completion d) { b().copy_to_device(0, in.data(), a, 0, bytes, std::move(d)); });
+  }
+  b().deallocate(0, a, bytes);
 }
 
 // Pinned host memory is a mapped CL_MEM_ALLOC_HOST_PTR buffer the backend keeps track of until it is

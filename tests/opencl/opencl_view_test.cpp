@@ -1,7 +1,8 @@
 // Views (`xdev::slice`) on devices whose memory the host cannot address: a strided box and rows of
-// an OPENCL array (PoCL) and of a REF plugin array go to and from the host through the backends'
-// offset transfers, one per contiguous run; window-to-window copies inside the device; and ops on
-// windows at an offset (through the CPU fallback, which stages only the window).
+// an OPENCL array (PoCL) and of a REF plugin array go to and from the host (OPENCL: one rect
+// transfer per strided region; REF: one offset transfer per contiguous run); window-to-window
+// copies inside the device; and ops on windows at an offset (through the CPU fallback, which
+// stages only the window).
 #include "opencl/opencl_plugin_devices.hpp"
 
 #include <xdev/any/any_device.hpp>
@@ -80,6 +81,41 @@ void check_views_on(const xdev::AnyDevice& dev) {
   std::fill(expected_f.begin() + 24, expected_f.begin() + 32, 4.0f);
   dev.copy_to_host(f, std::span<float>(fs)).get();
   EXPECT_EQ(fs, expected_f);
+}
+
+// A box of a rank-4 array (three strided dimensions: one region per index of the outermost),
+// written and read back, and the elements around it untouched.
+void check_rank4_box_on(const xdev::AnyDevice& dev) {
+  SCOPED_TRACE(dev.name());
+  auto a = xdev::empty<float>(dev, {3, 4, 5, 6});
+  std::vector<float> v(a.size());
+  std::iota(v.begin(), v.end(), 0.0f);
+  dev.copy_to_device(std::span<const float>(v), a).get();
+  const auto box = xdev::slice(a, {1, 3}, {0, 4}, {1, 4}, {2, 5});
+  std::vector<float> got(box.size()), want;
+  dev.copy_to_host(box, std::span<float>(got)).get();
+  for (std::size_t i = 1; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j)
+      for (std::size_t k = 1; k < 4; ++k)
+        for (std::size_t l = 2; l < 5; ++l) want.push_back(v[((i * 4 + j) * 5 + k) * 6 + l]);
+  EXPECT_EQ(got, want);
+  std::vector<float> patch(box.size());
+  std::iota(patch.begin(), patch.end(), -1000.0f);
+  dev.copy_to_device(std::span<const float>(patch), box).get();
+  std::vector<float> all(v.size());
+  dev.copy_to_host(a, std::span<float>(all)).get();
+  std::size_t p = 0;
+  for (std::size_t e = 0; e < v.size(); ++e) {
+    const std::size_t l = e % 6, k = e / 6 % 5, i = e / 120;
+    const bool inside = i >= 1 && i < 3 && k >= 1 && k < 4 && l >= 2 && l < 5;
+    EXPECT_EQ(all[e], inside ? patch[p++] : v[e]) << e;
+  }
+  EXPECT_EQ(p, patch.size());
+}
+
+TEST_F(PluginViews, ABoxOfARankFourArrayTransfersOnOpenCLAndTheReferencePlugin) {
+  check_rank4_box_on(devices.at(0));
+  check_rank4_box_on(reg.devices("REF").at(0));
 }
 
 TEST_F(PluginViews, AStridedBoxAndRowsTransferOnOpenCL) {

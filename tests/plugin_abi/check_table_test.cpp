@@ -22,9 +22,11 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plugin_abi_support.hpp"
@@ -81,11 +83,11 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 10,
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 11,
                 "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
                 "the queues), 1.5 (before the markers), 1.6 (before device times; same table), 1.7 (before "
-                "device properties), 1.8 (before the host-memory flag and the kernel entries) and 1.9 (before "
-                "kernel windows; same table) are still accepted");
+                "device properties), 1.8 (before the host-memory flag and the kernel entries), 1.9 (before "
+                "kernel windows; same table) and 1.10 (before strided transfers) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
@@ -780,6 +782,80 @@ TEST(PinnedEntries, ATableOfV19GivesItsMemoryAndTakesItBackOnceAnOlderOneGivesOr
   xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
   EXPECT_FALSE(rt.backend().allocates_pinned());
   EXPECT_EQ(host_allocs.load(), 1);
+}
+
+// Strided transfers (ABI 1.11): read only from a 1.11 table that covers both entries and has both;
+// a window's copy is then one call per region, else one plain copy per row, with the same result.
+std::atomic<int> strided_reads{0};
+std::atomic<int> strided_writes{0};
+const std::byte* row_of(xdev_memory m, const xdev_strided_region& r, std::uint64_t i) {
+  return reinterpret_cast<const std::byte*>(static_cast<std::uintptr_t>(m)) + r.offset + i / r.rows * r.slice_pitch +
+         i % r.rows * r.row_pitch;
+}
+xdev_status strided_to_host_entry(void*, std::uint64_t, xdev_memory src, const xdev_strided_region* r, void* dst,
+                                  const xdev_completion* done, xdev_error*) {
+  ++strided_reads;
+  EXPECT_EQ(r->struct_size, sizeof(xdev_strided_region));
+  for (std::uint64_t i = 0; i < r->rows * r->slices; ++i)
+    std::memcpy(static_cast<std::byte*>(dst) + i * r->row_bytes, row_of(src, *r, i), r->row_bytes);
+  done->complete(done->context, XDEV_OK, nullptr);
+  return XDEV_OK;
+}
+xdev_status strided_to_device_entry(void*, std::uint64_t, const void* src, xdev_memory dst,
+                                    const xdev_strided_region* r, const xdev_completion* done, xdev_error*) {
+  ++strided_writes;
+  for (std::uint64_t i = 0; i < r->rows * r->slices; ++i)
+    std::memcpy(const_cast<std::byte*>(row_of(dst, *r, i)), static_cast<const std::byte*>(src) + i * r->row_bytes,
+                r->row_bytes);
+  done->complete(done->context, XDEV_OK, nullptr);
+  return XDEV_OK;
+}
+
+// Reads columns [1, 3) of a [6, 5] iota matrix on `api`'s device 0 and writes columns [3, 5);
+// returns the strided calls made.
+std::pair<int, int> strided_round_trip(const xdev_plugin_api* api, const std::shared_ptr<void>& library) {
+  strided_reads = 0;
+  strided_writes = 0;
+  {
+    xdev::Runtime<PluginBackend> rt({}, api, library);
+    const xdev::AnyDevice d(rt.device(0));
+    auto a = xdev::empty<float>(d, {6, 5});
+    std::vector<float> v(30);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+    d.copy_to_device(std::span<const float>(v), a).get();
+    std::vector<float> cols(12);
+    d.copy_to_host(xdev::slice(a, xdev::all, {1, 3}), std::span<float>(cols)).get();
+    for (std::size_t i = 0; i < cols.size(); ++i) EXPECT_EQ(cols[i], static_cast<float>(i / 2 * 5 + 1 + i % 2)) << i;
+    std::vector<float> patch(12);
+    for (std::size_t i = 0; i < patch.size(); ++i) patch[i] = -static_cast<float>(i);
+    d.copy_to_device(std::span<const float>(patch), xdev::slice(a, xdev::all, {3, 5})).get();
+    std::vector<float> after(30);
+    d.copy_to_host(a, std::span<float>(after)).get();
+    for (std::size_t i = 0; i < after.size(); ++i)
+      EXPECT_EQ(after[i], i % 5 >= 3 ? patch[i / 5 * 2 + i % 5 - 3] : v[i]) << i;
+  }
+  return {strided_reads.load(), strided_writes.load()};
+}
+
+TEST(StridedEntries, ATableOfV111CopiesAWindowInOneCallEachWayAnOlderOneRowByRow) {
+  const plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  ASSERT_EQ(ref.api->copy_to_host_strided, nullptr) << "REF copies row by row";
+  EXPECT_EQ(strided_round_trip(ref.api, ref.library), std::make_pair(0, 0));
+  xdev_plugin_api t = *ref.api;
+  t.copy_to_host_strided = &strided_to_host_entry;
+  t.copy_to_device_strided = &strided_to_device_entry;
+  EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(1, 1));
+
+  t.abi_minor = 10;  // full size, entries set: still a 1.10 table
+  EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(0, 0));
+  t.abi_minor = 11;
+  xdev_plugin_api header = t;
+  header.struct_size = xdev::plugin::detail::table_size_v1_9;
+  const GuardedTable ends_before(header, xdev::plugin::detail::table_size_v1_9);
+  EXPECT_EQ(strided_round_trip(ends_before.api(), ref.library), std::make_pair(0, 0))
+      << "a table that ends before them";
+  t.copy_to_device_strided = nullptr;
+  EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(0, 0)) << "both or neither";
 }
 
 }  // namespace

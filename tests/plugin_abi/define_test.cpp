@@ -505,6 +505,63 @@ TEST(DefinePlugin, ExceptionsBecomeStatusCodesAndMessages) {
   EXPECT_EQ(none, 0u);
 }
 
+// ABI 1.11: a backend with `concepts::StridedTransfers` (ABITEST) has both strided entries; one
+// without (REF) has neither. The region is checked on the way in.
+TEST(DefinePlugin, StridedEntriesFollowTheBackendAndCheckTheRegion) {
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  EXPECT_EQ(ref.api->copy_to_host_strided, nullptr);
+  EXPECT_EQ(ref.api->copy_to_device_strided, nullptr);
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  ASSERT_NE(abi.api->copy_to_host_strided, nullptr);
+  ASSERT_NE(abi.api->copy_to_device_strided, nullptr);
+  Client c(abi.api);
+  Errors err;
+  xdev_memory x = 0;
+  ASSERT_EQ(abi.api->allocate(c.backend, 0, 6 * 4 * 4, &x, &err.c), XDEV_OK);
+  // A [6, 4] int32 matrix 0..23; columns [1, 3) of rows 0..5, as 3 slices of 2 rows.
+  std::vector<std::int32_t> all(24);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::int32_t>(i);
+  {
+    Completions done;
+    const xdev_completion dc = done.c();
+    ASSERT_EQ(abi.api->copy_to_device(c.backend, 0, all.data(), x, 0, 96, &dc, &err.c), XDEV_OK);
+    ASSERT_TRUE(done.wait());
+  }
+  const xdev_strided_region region{sizeof(xdev_strided_region), 4, 8, 2, 16, 3, 32};
+  std::vector<std::int32_t> box(12, -1);
+  Completions done;
+  const xdev_completion dc = done.c();
+  ASSERT_EQ(abi.api->copy_to_host_strided(c.backend, 0, x, &region, box.data(), &dc, &err.c), XDEV_OK) << err.message;
+  ASSERT_TRUE(done.wait());
+  EXPECT_EQ(box, (std::vector<std::int32_t>{1, 2, 5, 6, 9, 10, 13, 14, 17, 18, 21, 22}));
+  const std::vector<std::int32_t> minus{-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -11, -12};
+  Completions wrote;
+  const xdev_completion wc = wrote.c();
+  ASSERT_EQ(abi.api->copy_to_device_strided(c.backend, 0, minus.data(), x, &region, &wc, &err.c), XDEV_OK);
+  ASSERT_TRUE(wrote.wait());
+  const std::vector<std::int32_t> after = read_i32(c, x, 24);
+  for (std::size_t i = 0; i < 24; ++i) {
+    const std::size_t col = i % 4;
+    EXPECT_EQ(after[i], col == 1 || col == 2 ? minus[i / 4 * 2 + col - 1] : all[i]) << i;
+  }
+
+  for (const xdev_strided_region& bad :
+       {xdev_strided_region{sizeof(xdev_strided_region) - 8, 4, 8, 2, 16, 3, 32},  // short
+        xdev_strided_region{sizeof(xdev_strided_region), 4, 20, 2, 16, 3, 32},     // rows overlap
+        xdev_strided_region{sizeof(xdev_strided_region), 4, 8, 2, 16, 3, 24}}) {   // slices overlap
+    Errors e;
+    Completions never;
+    const xdev_completion nc = never.c();
+    EXPECT_EQ(abi.api->copy_to_host_strided(c.backend, 0, x, &bad, box.data(), &nc, &e.c), XDEV_ERR_INVALID_ARGUMENT);
+    EXPECT_THAT(e.message, HasSubstr("strided region"));
+    EXPECT_EQ(never.count(), 0);
+  }
+  Errors e;
+  EXPECT_EQ(abi.api->copy_to_device_strided(c.backend, 0, minus.data(), x, nullptr, &dc, &e.c),
+            XDEV_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(e.message, HasSubstr("strided region is null"));
+}
+
 TEST(DefinePlugin, TheCompletionIsCalledExactlyOnce) {
   const auto abi = load(plugin_abi_test::abi_plugin);
   Client c(abi.api);

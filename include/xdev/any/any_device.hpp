@@ -377,7 +377,9 @@ class AnyStream : public detail::StreamCore {
   }
 
   /// Copies the elements of the window `src` into host memory `dst`, densely in the view's
-  /// row-major order: one backend transfer per contiguous run (one for a contiguous view).
+  /// row-major order: one backend transfer for a contiguous view; for a strided one, one call per
+  /// strided region when the backend has `concepts::StridedTransfers` (the OpenCL plugin), else
+  /// one transfer per contiguous run.
   /// \throws xdev::error `errc::invalid_argument` when sizes differ or `src` is not on this stream's device.
   template <class T, class Token = const use_future_t&>
   auto copy_to_host(const AnyArrayView<T>& src, std::span<std::remove_const_t<T>> dst,
@@ -388,12 +390,20 @@ class AnyStream : public detail::StreamCore {
     auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(),
                    dst = reinterpret_cast<std::byte*>(dst.data())](Completion done) {
       dev.queue()->note_transfer(TransferDirection::to_host, layout.numel() * sizeof(V));
-      detail::start_runs(
-          layout, sizeof(V),
-          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-            dev.model().copy_to_host(h, at, dst + host, bytes, std::move(part));
-          },
-          dev.keep_alive(std::move(done)));
+      if (layout.run_count() <= 1)
+        detail::start_runs(
+            layout, sizeof(V),
+            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+              dev.model().copy_to_host(h, at, dst + host, bytes, std::move(part));
+            },
+            dev.keep_alive(std::move(done)));
+      else
+        detail::start_regions(
+            layout, sizeof(V),
+            [&](const StridedRegion& r, std::size_t host, Completion part) {
+              dev.model().copy_to_host_strided(h, r, dst + host, std::move(part));
+            },
+            dev.keep_alive(std::move(done)));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,
@@ -402,8 +412,8 @@ class AnyStream : public detail::StreamCore {
         std::forward<Token>(token));
   }
 
-  /// Copies host memory `src` (dense, in the view's row-major order) into the window `dst`: one
-  /// backend transfer per contiguous run.
+  /// Copies host memory `src` (dense, in the view's row-major order) into the window `dst`, with
+  /// backend transfers as `copy_to_host` of a view.
   /// \throws xdev::error `errc::invalid_argument` when sizes differ or `dst` is not on this stream's device.
   template <class T, class Token = const use_future_t&>
   requires(!std::is_const_v<T>) auto copy_to_device(std::span<const T> src, const AnyArrayView<T>& dst,
@@ -413,12 +423,20 @@ class AnyStream : public detail::StreamCore {
     auto launch = [dev = device_, src = reinterpret_cast<const std::byte*>(src.data()), h = dst.native_handle(),
                    layout = dst.layout()](Completion done) {
       dev.queue()->note_transfer(TransferDirection::from_host, layout.numel() * sizeof(T));
-      detail::start_runs(
-          layout, sizeof(T),
-          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-            dev.model().copy_to_device(src + host, h, at, bytes, std::move(part));
-          },
-          dev.keep_alive(std::move(done)));
+      if (layout.run_count() <= 1)
+        detail::start_runs(
+            layout, sizeof(T),
+            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+              dev.model().copy_to_device(src + host, h, at, bytes, std::move(part));
+            },
+            dev.keep_alive(std::move(done)));
+      else
+        detail::start_regions(
+            layout, sizeof(T),
+            [&](const StridedRegion& r, std::size_t host, Completion part) {
+              dev.model().copy_to_device_strided(src + host, h, r, std::move(part));
+            },
+            dev.keep_alive(std::move(done)));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,

@@ -105,6 +105,13 @@ class AdoptedMemoryModel final : public AnyDeviceModel {
                     erased_handle dst, std::size_t dst_offset, std::size_t bytes, Completion done) const override {
     b().copy_between(src_device, src, src_offset, dst_device, dst, dst_offset, bytes, std::move(done));
   }
+  void copy_to_host_strided(erased_handle src, const StridedRegion& region, void* dst, Completion done) const override {
+    b().copy_to_host_strided(src, region, dst, std::move(done));
+  }
+  void copy_to_device_strided(const void* src, erased_handle dst, const StridedRegion& region,
+                              Completion done) const override {
+    b().copy_to_device_strided(src, dst, region, std::move(done));
+  }
   void execute(HostTask task, Completion done) const override { b().execute(std::move(task), std::move(done)); }
   void launch(ops::LaunchArgs args, Completion done) const override { b().launch(std::move(args), std::move(done)); }
   bool run(ops::OpKind op, DType t, DType t2, const void* args, const ops::detail::OperandOffsets& offsets,

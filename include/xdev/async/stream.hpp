@@ -7,6 +7,7 @@
 #include <xdev/async/event.hpp>
 #include <xdev/async/queue.hpp>
 #include <xdev/async/submit.hpp>
+#include <xdev/backend/detail/strided_copy.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/fwd.hpp>
 #include <xdev/memory/detail/view_layout.hpp>
@@ -258,8 +259,9 @@ class Stream : public detail::StreamCore {
   }
 
   /// Copies the elements of the window `src` (an `ArrayView`, see `xdev::slice`) into host memory
-  /// `dst`, densely in the view's row-major order: one backend transfer per contiguous run of the
-  /// window (one for a contiguous view). Sizes must match.
+  /// `dst`, densely in the view's row-major order: one backend transfer for a contiguous view; for
+  /// a strided one, one call per strided region when the backend has `concepts::StridedTransfers`,
+  /// else one transfer per contiguous run. Sizes must match.
   /// \throws xdev::error `errc::invalid_argument` when they differ or `src` is not on this stream's device.
   template <class T, class Token = const use_future_t&>
   auto copy_to_host(const ArrayView<T, B>& src, std::span<std::remove_const_t<T>> dst,
@@ -270,12 +272,20 @@ class Stream : public detail::StreamCore {
     auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(),
                    dst = reinterpret_cast<std::byte*>(dst.data())](Completion done) {
       dev.queue()->note_transfer(TransferDirection::to_host, layout.numel() * sizeof(V));
-      detail::start_runs(
-          layout, sizeof(V),
-          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-            dev.backend().copy_to_host(dev.ordinal(), h, at, dst + host, bytes, std::move(part));
-          },
-          std::move(done));
+      if (layout.run_count() <= 1)
+        detail::start_runs(
+            layout, sizeof(V),
+            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+              dev.backend().copy_to_host(dev.ordinal(), h, at, dst + host, bytes, std::move(part));
+            },
+            std::move(done));
+      else
+        detail::start_regions(
+            layout, sizeof(V),
+            [&](const StridedRegion& r, std::size_t host, Completion part) {
+              detail::copy_region_to_host(dev.backend(), dev.ordinal(), h, r, dst + host, std::move(part));
+            },
+            std::move(done));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,
@@ -285,7 +295,7 @@ class Stream : public detail::StreamCore {
   }
 
   /// Copies host memory `src` into the window `dst` (host→device): `src` is dense, in the view's
-  /// row-major order; one backend transfer per contiguous run of the window. Sizes must match.
+  /// row-major order; backend transfers as `copy_to_host` of a view. Sizes must match.
   /// \throws xdev::error `errc::invalid_argument` when they differ or `dst` is not on this stream's device.
   template <class T, class Token = const use_future_t&>
   requires(!std::is_const_v<T>) auto copy_to_device(std::span<const T> src, const ArrayView<T, B>& dst,
@@ -295,12 +305,20 @@ class Stream : public detail::StreamCore {
     auto launch = [dev = device_, src = reinterpret_cast<const std::byte*>(src.data()), h = dst.native_handle(),
                    layout = dst.layout()](Completion done) {
       dev.queue()->note_transfer(TransferDirection::from_host, layout.numel() * sizeof(T));
-      detail::start_runs(
-          layout, sizeof(T),
-          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-            dev.backend().copy_to_device(dev.ordinal(), src + host, h, at, bytes, std::move(part));
-          },
-          std::move(done));
+      if (layout.run_count() <= 1)
+        detail::start_runs(
+            layout, sizeof(T),
+            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+              dev.backend().copy_to_device(dev.ordinal(), src + host, h, at, bytes, std::move(part));
+            },
+            std::move(done));
+      else
+        detail::start_regions(
+            layout, sizeof(T),
+            [&](const StridedRegion& r, std::size_t host, Completion part) {
+              detail::copy_region_to_device(dev.backend(), dev.ordinal(), src + host, h, r, std::move(part));
+            },
+            std::move(done));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,

@@ -54,6 +54,7 @@
 
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/device_properties.hpp>
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/core/op_kind.hpp>
 #include <xdev/policy/capabilities.hpp>
 
@@ -63,6 +64,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 namespace xdev::concepts {
 
@@ -153,6 +155,20 @@ concept HostAccessibleBackend = Backend<B> && requires(const B& b, typename B::m
 template <class B>
 concept OffsetsHandles = HasMemoryHandle<B> && requires(const B& b, typename B::memory_handle h, std::size_t n) {
   { b.offset_handle(h, n) } noexcept -> std::same_as<typename B::memory_handle>;
+};
+
+/// Optional: transfers of a strided window in one call each way (`clEnqueueReadBufferRect` /
+/// `clEnqueueWriteBufferRect`, `cudaMemcpy3DAsync`): `b.copy_to_host_strided(device, h, region,
+/// dst, done)` copies the rows of `region` (a `StridedRegion` of `h`'s memory) densely to `dst`,
+/// and `b.copy_to_device_strided(device, src, h, region, done)` the other way. With it, copying a
+/// non-contiguous `xdev::ArrayView` (a column block, a sub-box) makes one backend call per region;
+/// without it, one plain transfer per contiguous run of the window.
+template <class B>
+concept StridedTransfers = HasMemoryHandle<B> && requires(B& b, std::size_t n, typename B::memory_handle h,
+                                                           const StridedRegion& r, void* dst, const void* src,
+                                                           Completion c) {
+  b.copy_to_host_strided(n, h, r, dst, std::move(c));
+  b.copy_to_device_strided(n, src, h, r, std::move(c));
 };
 
 /// Optional: the backend learns at run time whether its memory is host memory (a plugin that says

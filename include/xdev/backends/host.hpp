@@ -4,6 +4,7 @@
 
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/device_properties.hpp>
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/backends/detail/host_properties.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/env.hpp>
@@ -154,6 +155,27 @@ class Host {
   void copy_to_host(std::size_t, memory_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
                     Completion done) {
     copy(dst, static_cast<const std::byte*>(src) + src_offset, bytes, std::move(done));
+  }
+  /// A strided window's rows in one piece of work (`concepts::StridedTransfers`), inside the call
+  /// up to `inline_copy_bytes` as `copy_to_host`.
+  void copy_to_host_strided(std::size_t, memory_handle src, const StridedRegion& r, void* dst, Completion done) {
+    copy_rows(
+        r,
+        [src = static_cast<const std::byte*>(src), r, dst = static_cast<std::byte*>(dst)] {
+          for (std::size_t i = 0; i < r.rows * r.slices; ++i)
+            std::memcpy(dst + i * r.row_bytes, src + r.row_offset(i), r.row_bytes);
+        },
+        std::move(done));
+  }
+  void copy_to_device_strided(std::size_t, const void* src, memory_handle dst, const StridedRegion& r,
+                              Completion done) {
+    copy_rows(
+        r,
+        [src = static_cast<const std::byte*>(src), r, dst = static_cast<std::byte*>(dst)] {
+          for (std::size_t i = 0; i < r.rows * r.slices; ++i)
+            std::memcpy(dst + r.row_offset(i), src + i * r.row_bytes, r.row_bytes);
+        },
+        std::move(done));
   }
   void copy_between(std::size_t, memory_handle src, std::size_t src_offset, std::size_t, memory_handle dst,
                     std::size_t dst_offset, std::size_t bytes, Completion done) {
@@ -306,6 +328,15 @@ class Host {
     return n;
   }
 
+  template <class Rows>
+  void copy_rows(const StridedRegion& r, Rows rows, Completion done) {
+    if (r.bytes() <= inline_copy_bytes) {
+      rows();
+      done(nullptr);
+      return;
+    }
+    run(std::move(rows), std::move(done));
+  }
   void copy(void* dst, const void* src, std::size_t bytes, Completion done) {
     if (bytes <= inline_copy_bytes) {
       if (bytes != 0) std::memcpy(dst, src, bytes);

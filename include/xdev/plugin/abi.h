@@ -43,55 +43,31 @@ extern "C" {
 /* ---- versions ------------------------------------------------------------------------------ */
 
 #define XDEV_ABI_MAJOR 1
-/* Version history of major 1:
+/* Version history of major 1 (docs/plugins.md, "Versions", says more). Every minor after 1.1 only
+ * adds: entries appended to the table, fields appended to a struct, codes or flags. xdev reads an
+ * appended entry only from a table of that minor or newer whose `struct_size` covers it, uses a
+ * group of entries only when all of them are non-null, and otherwise takes the documented way
+ * around (its CPU fallback, the host's ordering, "unknown"); a plugin reads an appended field of
+ * the host's structs only when their `struct_size` covers it. So older plugins keep working with a
+ * newer xdev, and newer plugins with an older one.
  * - 1.0 was the development table of xdev 0.0 (no `flags`, no `op_dtypes`); no longer accepted.
  * - 1.1 is the first stable table.
- * - 1.2 adds binary min/max (XDEV_BINARY_MIN, XDEV_BINARY_MAX); the table's layout is unchanged. A
- *   1.1 plugin is still accepted: xdev never passes it those codes, and runs min/max for it through
- *   its CPU fallback.
- * - 1.3 appends `describe_device` (a human-readable description of each device). Tables of 1.1 and
- *   1.2 end before it (their `struct_size` is `offsetof(xdev_plugin_api, describe_device)`) and are
- *   still accepted: xdev reads the entry only from a 1.3 or newer table whose `struct_size` covers
- *   it, and describes their devices as "".
- * - 1.4 adds the operation XDEV_OP_EXP (`xdev_exp_args`) and appends its entry `exp` after
- *   `describe_device`. Older tables end before it and are still accepted: xdev reads `exp` (and
- *   asks `op_dtypes` about XDEV_OP_EXP) only for a 1.4 or newer table whose `struct_size` covers
- *   it, and runs exp for the others through its CPU fallback.
- * - 1.5 appends native in-order queues: `create_queue`, `destroy_queue` and `bind_queue`, after
- *   `exp`. Older tables end before them and are still accepted: xdev reads them only for a 1.5 or
- *   newer table whose `struct_size` covers them, uses them only when all three are non-null, and
- *   otherwise orders each stream's work on the host (each operation starts when the one before it
- *   on the stream has completed).
- * - 1.6 appends native markers: `record_marker`, `wait_marker` and `release_marker`, after
- *   `bind_queue`. Older tables end before them and are still accepted: xdev reads them only for a
- *   1.6 or newer table whose `struct_size` covers them, uses them only when all three are non-null
- *   and the table has queues, and otherwise holds a stream that waits for another stream's event on
- *   the host until the event is ready.
- * - 1.7 appends `device_times` to `xdev_completion` (the host's struct, not the table): a plugin
- *   may report where the device ran a piece of work, just before completing it. The table's layout
- *   is unchanged. A plugin reads the field only when the completion's `struct_size` covers it (an
- *   older xdev passes the 1.1 struct), and accepts a completion of the 1.1 size; xdev passes it to
- *   every plugin, whose older builds ignore it.
- * - 1.8 appends `device_properties` (what a device is as typed fields: `xdev_device_properties`)
- *   after `release_marker`. Older tables end before it and are still accepted: xdev reads it only
- *   from a 1.8 or newer table whose `struct_size` covers it, and otherwise reports their devices'
- *   properties as unknown (except what xdev knows itself: dtypes, memory from the capabilities).
- * - 1.9 adds the flag XDEV_PLUGIN_HOST_MEMORY (the plugin's memory handles are host addresses, so
- *   xdev runs user C++ kernels on its devices and shares their arrays through DLPack; read only
- *   from a 1.9 or newer table), and appends user kernels given as source: `create_kernel`,
- *   `launch_kernel` and `destroy_kernel` (`xdev_kernel_source`, `xdev_kernel_launch`) after
- *   `device_properties`. Older tables end before them and are still accepted: xdev reads them only
- *   from a 1.9 or newer table whose `struct_size` covers them, uses them only when all three are
- *   non-null, and otherwise refuses source kernels on the plugin's devices. It also appends pinned
- *   host memory, `allocate_host` and `deallocate_host`, used only when both are non-null (else
- *   xdev::pinned gives ordinary host memory).
- * - 1.10 appends `offsets` to `xdev_kernel_launch` (the host's struct, not the table): a buffer
- *   argument may be a window of its allocation (a kernel launched on a view), starting
- *   `offsets[i]` bytes into it. The table's layout is unchanged. xdev passes a window only to a
- *   1.10 or newer plugin (an older one's kernels take whole arrays: xdev refuses the launch), and a
- *   plugin reads `offsets` only when the launch's `struct_size` covers it (an older xdev passes the
- *   1.9 struct, whose arguments are all whole). */
-#define XDEV_ABI_MINOR 10
+ * - 1.2 adds binary min/max (XDEV_BINARY_MIN, XDEV_BINARY_MAX); a 1.1 plugin never receives them.
+ * - 1.3 appends `describe_device`.
+ * - 1.4 adds XDEV_OP_EXP (`xdev_exp_args`) and appends its entry `exp`.
+ * - 1.5 appends native in-order queues: `create_queue`, `destroy_queue`, `bind_queue`.
+ * - 1.6 appends native markers: `record_marker`, `wait_marker`, `release_marker` (with queues only).
+ * - 1.7 appends `device_times` to `xdev_completion` (the host's struct; the table is unchanged).
+ * - 1.8 appends `device_properties` (`xdev_device_properties`).
+ * - 1.9 adds the flag XDEV_PLUGIN_HOST_MEMORY (read only from a 1.9 or newer table), and appends
+ *   user kernels given as source (`create_kernel`, `launch_kernel`, `destroy_kernel`) and pinned
+ *   host memory (`allocate_host`, `deallocate_host`).
+ * - 1.10 appends `offsets` to `xdev_kernel_launch` (kernels on windows; the table is unchanged):
+ *   xdev passes a window only to a 1.10 or newer plugin and refuses the launch for an older one.
+ * - 1.11 appends strided transfers: `copy_to_host_strided`, `copy_to_device_strided`
+ *   (`xdev_strided_region`). Without both, xdev copies a strided window one row at a time through
+ *   `copy_to_host` / `copy_to_device`. */
+#define XDEV_ABI_MINOR 11
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -433,6 +409,21 @@ typedef struct xdev_kernel_launch {
   const uint64_t* offsets;
 } xdev_kernel_launch;
 
+/* Since 1.11: a strided window of an allocation, for `copy_to_host_strided` and
+ * `copy_to_device_strided`: `slices` slices of `rows` rows of `row_bytes` contiguous bytes; row r
+ * of slice s starts `offset + s * slice_pitch + r * row_pitch` bytes into the allocation. The host
+ * side is dense: that row is at byte `(s * rows + r) * row_bytes`. xdev passes `row_pitch >=
+ * row_bytes`, `slice_pitch >= rows * row_pitch` and more than one row. */
+typedef struct xdev_strided_region {
+  size_t struct_size;
+  uint64_t offset;
+  uint64_t row_bytes;
+  uint64_t rows;
+  uint64_t row_pitch;
+  uint64_t slices;
+  uint64_t slice_pitch;
+} xdev_strided_region;
+
 typedef struct xdev_plugin_api {
   size_t struct_size;
   uint32_t abi_major;
@@ -574,6 +565,19 @@ typedef struct xdev_plugin_api {
    * - deallocate_host: gives it back, after every transfer that used it has completed. */
   xdev_status (*allocate_host)(void* backend, uint64_t device, uint64_t bytes, void** out, xdev_error* err);
   void (*deallocate_host)(void* backend, uint64_t device, void* memory, uint64_t bytes);
+
+  /* ---- since 1.11 (read only when `abi_minor` >= 11 and `struct_size` covers the field) ---- */
+
+  /* Optional strided transfers (both, or neither: then xdev copies a strided window one row at a
+   * time): the rows of `region` of `src` to dense host memory `dst`, and dense host memory `src`
+   * into the rows of `region` of `dst`, each as one operation (on the bound queue, completing
+   * `done`; `clEnqueueReadBufferRect` / `clEnqueueWriteBufferRect`). */
+  xdev_status (*copy_to_host_strided)(void* backend, uint64_t device, xdev_memory src,
+                                      const xdev_strided_region* region, void* dst, const xdev_completion* done,
+                                      xdev_error* err);
+  xdev_status (*copy_to_device_strided)(void* backend, uint64_t device, const void* src, xdev_memory dst,
+                                        const xdev_strided_region* region, const xdev_completion* done,
+                                        xdev_error* err);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

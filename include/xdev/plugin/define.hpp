@@ -43,6 +43,10 @@
 ///   kernels given as source (`xdev::concepts::RunsSourceKernels`); the incoming source and launch
 ///   structs are checked (a parameter of no known kind or dtype, dims outside [1, 3], a zero extent,
 ///   a work-group that does not divide the range are `errc::invalid_argument`).
+/// - `copy_to_host_strided` and `copy_to_device_strided` (ABI 1.11) are non-null when `B` copies
+///   strided windows (`xdev::concepts::StridedTransfers`); the incoming region is checked (a short
+///   struct or rows that overlap are `errc::invalid_argument`). Without them xdev copies a strided
+///   window one row at a time.
 /// - An operation entry is non-null when `B` has that op member for at least one dtype, and
 ///   `op_dtypes` reports exactly the dtypes (and pairs, for gather and convert) whose `ops::*Args`
 ///   its members accept, checked per dtype with a requires-expression. Constrain your op templates

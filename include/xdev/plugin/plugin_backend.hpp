@@ -18,7 +18,9 @@
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/detail/strided_copy.hpp>
 #include <xdev/backend/device_properties.hpp>
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/backend/user_kernel.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
@@ -388,6 +390,29 @@ class PluginBackend {
             return api_->copy_between(backend_, src_device, src, src_offset, dst_device, dst, dst_offset, bytes, c, e);
           });
   }
+  /// A strided window's transfers (`concepts::StridedTransfers`): one call of the plugin's
+  /// `copy_to_host_strided` / `copy_to_device_strided` (ABI 1.11) when it has both, else one
+  /// `copy_to_host` / `copy_to_device` per row.
+  void copy_to_host_strided(std::size_t device, memory_handle src, const StridedRegion& r, void* dst, Completion done) {
+    if (opt_.copy_to_host_strided == nullptr)
+      return xdev::detail::copy_rows_to_host(*this, device, src, r, static_cast<std::byte*>(dst), std::move(done));
+    const xdev_strided_region region = detail::to_c(r);
+    start("copy_to_host_strided", std::move(done), nullptr,
+          [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
+            return opt_.copy_to_host_strided(backend_, device, src, &region, dst, c, e);
+          });
+  }
+  void copy_to_device_strided(std::size_t device, const void* src, memory_handle dst, const StridedRegion& r,
+                              Completion done) {
+    if (opt_.copy_to_device_strided == nullptr)
+      return xdev::detail::copy_rows_to_device(*this, device, static_cast<const std::byte*>(src), dst, r,
+                                               std::move(done));
+    const xdev_strided_region region = detail::to_c(r);
+    start("copy_to_device_strided", std::move(done), nullptr,
+          [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
+            return opt_.copy_to_device_strided(backend_, device, src, dst, &region, c, e);
+          });
+  }
   /// Runs `task` in device order through the plugin; an exception `task` throws reaches `done`
   /// unchanged (it never crosses into the plugin).
   void execute(std::size_t device, HostTask task, Completion done) {
@@ -507,6 +532,7 @@ class PluginBackend {
 
   // An asynchronous entry: `f(completion, host_task, err)` returns its status; `done` is called exactly once
   // through the completion, or (when the entry returns an error) not at all and this throws.
+
   template <class F>
   void start(const char* entry, Completion done, HostTask task, F&& f) {
     auto* ctx = new detail::AsyncCall(std::move(done), name_, entry);

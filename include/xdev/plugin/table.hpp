@@ -93,7 +93,15 @@ static_assert(host_memory_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> pre
 inline constexpr std::uint32_t kernel_offsets_minor = 10;
 static_assert(kernel_offsets_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates kernel windows");
 
+/// The ABI minor that appended strided transfers (`copy_to_host_strided`, `copy_to_device_strided`).
+inline constexpr std::uint32_t strided_minor = 11;
+static_assert(strided_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates strided transfers");
+
 namespace detail {
+
+/// The size of a table of ABI 1.9 and 1.10 (1.10 changed only the kernel launch): everything
+/// before `copy_to_host_strided`, which 1.11 appended.
+inline constexpr std::size_t table_size_v1_9 = offsetof(xdev_plugin_api, copy_to_host_strided);
 
 /// The size of a table of ABI 1.8: everything before `create_kernel`, which 1.9 appended.
 inline constexpr std::size_t table_size_v1_8 = offsetof(xdev_plugin_api, create_kernel);

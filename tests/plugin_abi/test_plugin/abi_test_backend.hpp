@@ -105,6 +105,19 @@ class Backend {
     if (bytes != 0) std::memcpy(dst, at(src) + off, bytes);
     done(nullptr);
   }
+  // Strided transfers (ABI 1.11): row by row, as the region says.
+  void copy_to_host_strided(std::size_t, memory_handle src, const xdev::StridedRegion& r, void* dst,
+                            xdev::Completion done) {
+    for (std::size_t i = 0; i < r.rows * r.slices; ++i)
+      std::memcpy(static_cast<std::byte*>(dst) + i * r.row_bytes, at(src) + r.row_offset(i), r.row_bytes);
+    done(nullptr);
+  }
+  void copy_to_device_strided(std::size_t, const void* src, memory_handle dst, const xdev::StridedRegion& r,
+                              xdev::Completion done) {
+    for (std::size_t i = 0; i < r.rows * r.slices; ++i)
+      std::memcpy(at(dst) + r.row_offset(i), static_cast<const std::byte*>(src) + i * r.row_bytes, r.row_bytes);
+    done(nullptr);
+  }
   void copy_between(std::size_t, memory_handle src, std::size_t src_off, std::size_t, memory_handle dst,
                     std::size_t dst_off, std::size_t bytes, xdev::Completion done) {
     if (bytes != 0) std::memmove(at(dst) + dst_off, at(src) + src_off, bytes);

@@ -7,6 +7,7 @@
 #include <xdev/async/device_queue.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>
+#include <xdev/backend/detail/strided_copy.hpp>
 #include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/user_kernel.hpp>
 #include <xdev/core/dtype.hpp>
@@ -185,6 +186,12 @@ class AnyDeviceModel {
                             Completion done) const = 0;
   virtual void copy_between(std::size_t src_device, erased_handle src, std::size_t src_offset, std::size_t dst_device,
                             erased_handle dst, std::size_t dst_offset, std::size_t bytes, Completion done) const = 0;
+  /// The transfers of a strided window (`StridedRegion`): the backend's strided hook
+  /// (`concepts::StridedTransfers`), else one plain transfer per row.
+  virtual void copy_to_host_strided(erased_handle src, const StridedRegion& region, void* dst,
+                                    Completion done) const = 0;
+  virtual void copy_to_device_strided(const void* src, erased_handle dst, const StridedRegion& region,
+                                      Completion done) const = 0;
   virtual void execute(HostTask task, Completion done) const = 0;
   /// Runs a user C++ kernel (`parallel_for`, `parallel_reduce`): the backend's `launch` when it is
   /// a `concepts::LaunchableBackend`; else, for host-accessible memory, the whole range as one host
@@ -290,6 +297,15 @@ class DeviceModel final : public AnyDeviceModel {
                     erased_handle dst, std::size_t dst_offset, std::size_t bytes, Completion done) const override {
     dev_.backend().copy_between(src_device, unerase_handle<H>(bound(src)), src_offset, dst_device,
                                 unerase_handle<H>(bound(dst)), dst_offset, bytes, std::move(done));
+  }
+  void copy_to_host_strided(erased_handle src, const StridedRegion& region, void* dst, Completion done) const override {
+    detail::copy_region_to_host(dev_.backend(), dev_.ordinal(), unerase_handle<H>(bound(src)), region,
+                                static_cast<std::byte*>(bound_host(dst)), std::move(done));
+  }
+  void copy_to_device_strided(const void* src, erased_handle dst, const StridedRegion& region,
+                              Completion done) const override {
+    detail::copy_region_to_device(dev_.backend(), dev_.ordinal(), static_cast<const std::byte*>(bound_host(src)),
+                                  unerase_handle<H>(bound(dst)), region, std::move(done));
   }
   void execute(HostTask task, Completion done) const override {
     dev_.backend().execute(dev_.ordinal(), std::move(task), std::move(done));

@@ -1,97 +1,18 @@
 /// \file
-/// `detail::Join`: one operation made of several pieces (the runs of a strided view's transfer, the
-/// regions of a placement, the markers of a mesh), completed once when all of them have;
-/// `detail::start_parts`, a fixed number of pieces started in a loop; and the pieces of view
-/// transfers (`start_runs`, `start_run_pairs`).
+/// The pieces of view transfers (`start_runs`, `start_run_pairs`, `start_regions`), through `detail::start_parts`
+/// (<xdev/backend/detail/join.hpp>, included for the code that fans in with `Join` from here).
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/detail/join.hpp>
+#include <xdev/backend/strided_region.hpp>
+#include <xdev/memory/detail/view_layout.hpp>
 
-#include <atomic>
 #include <cstddef>
-#include <exception>
-#include <memory>
-#include <mutex>
 #include <numeric>
 #include <utility>
 
 namespace xdev::detail {
-
-/// Counts the pieces of one operation's work and runs `then(first error)` once, on the thread
-/// where the last piece completed. It starts with one count, held by the code that adds pieces
-/// (`seal` drops it), so a piece that completes while others are still being added cannot end
-/// the join early; every piece completes (or fails) before `then` runs, so nothing is left
-/// running on a buffer that `then` frees.
-class Join : public std::enable_shared_from_this<Join> {
- public:
-  explicit Join(Completion then) : then_(std::move(then)) {}
-
-  /// The completion handler of one piece: xdev's own, so it may run inside the call that
-  /// submitted the piece (`completes_at_once`), which saves a thread hand-off.
-  struct Arrival {
-    using completes_at_once = void;
-    std::shared_ptr<Join> join;
-    void operator()(std::exception_ptr ep) const { join->arrive(std::move(ep)); }
-  };
-
-  /// One more piece; call the returned handler when it completes. A submission that throws has
-  /// not taken its handler: call it with the exception yourself.
-  [[nodiscard]] Arrival add() {
-    left_.fetch_add(1, std::memory_order_relaxed);
-    return Arrival{shared_from_this()};
-  }
-
-  /// Every piece has been added; `ep` says why adding stopped early, if it did.
-  void seal(std::exception_ptr ep = nullptr) { arrive(std::move(ep)); }
-
-  /// Submits one piece with `submit(Arrival)`; when that throws, the piece arrives with the
-  /// exception and false is returned (add nothing more: seal).
-  template <class Submit>
-  bool submit(Submit&& submit) {
-    Arrival a = add();
-    try {
-      std::forward<Submit>(submit)(Arrival(a));
-      return true;
-    } catch (...) {
-      a(std::current_exception());
-      return false;
-    }
-  }
-
- private:
-  void arrive(std::exception_ptr ep) {
-    if (ep) {
-      std::lock_guard lk(m_);
-      if (!first_) first_ = std::move(ep);
-    }
-    if (left_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-    std::exception_ptr first;
-    {
-      std::lock_guard lk(m_);
-      first = first_;
-    }
-    Completion then = std::move(then_);
-    std::move(then)(std::move(first));
-  }
-
-  std::atomic<std::size_t> left_{1};
-  std::mutex m_;
-  std::exception_ptr first_;
-  Completion then_;
-};
-
-/// Calls `start(i, part_done)` for i in [0, parts) and `done` once, after every started part has
-/// completed and the loop has returned, with the first error reported (a part whose start throws
-/// counts as completed with that error, and the parts after it are not started). Waiting for the
-/// loop too means `done` never runs while this thread is still inside a backend's call: after
-/// `done`, the operation's runtime may be destroyed.
-template <class Start>
-void start_parts(std::size_t parts, Start&& start, Completion done) {
-  auto join = std::make_shared<Join>(std::move(done));
-  for (std::size_t i = 0; i < parts; ++i)
-    if (!join->submit([&](Join::Arrival a) { start(i, Completion(std::move(a))); })) break;
-  join->seal();
-}
 
 /// One part per contiguous run of a view's `layout` (a `detail::ViewLayout`, elements of `elem`
 /// bytes), through `start_parts`: `copy(buffer_byte_offset, host_byte_offset, bytes, part_done)`
@@ -121,6 +42,18 @@ void start_run_pairs(const Layout& src, const Layout& dst, std::size_t elem, Cop
         copy((src.run_offset(first / s_run) + first % s_run) * elem,
              (dst.run_offset(first / d_run) + first % d_run) * elem, piece * elem, std::move(part));
       },
+      std::move(done));
+}
+
+/// One part per strided region of a window's `layout` (its `RegionPlan`, elements of `elem`
+/// bytes), through `start_parts`: `copy(region, host_byte_offset, part_done)` starts the region's
+/// transfer; the host side is dense, in the window's row-major order.
+template <class Copy>
+void start_regions(const ViewLayout& layout, std::size_t elem, Copy&& copy, Completion done) {
+  const RegionPlan plan(layout, elem);
+  start_parts(
+      plan.count(),
+      [&](std::size_t i, Completion part) { copy(plan.region(i), i * plan.region_bytes(), std::move(part)); },
       std::move(done));
 }
 

@@ -1,9 +1,11 @@
 /// \file
 /// `detail::ViewLayout`: where the elements of a window (`xdev::ArrayView`) are in its buffer, the
-/// contiguous runs they make, and the checks of a copy between two windows. Depends on `Shape`
-/// only, so that streams can take views without the array headers.
+/// contiguous runs they make, the strided regions a backend copies in one call each
+/// (`RegionPlan`), and the checks of a copy between two windows. Depends on `Shape` (and the
+/// backend's `StridedRegion`) only, so that streams can take views without the array headers.
 #pragma once
 
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/shape.hpp>
 
@@ -69,6 +71,69 @@ struct ViewLayout {
 
 /// Whether two windows onto one buffer share an element (walking both runs in buffer order, which
 /// is their row-major order: a view's strides decrease with its dimensions).
+/// A window as strided regions (`StridedRegion`, in bytes): the dense tail makes the rows, the
+/// two innermost strided dimensions (after dropping those of extent 1 and merging those that
+/// line up) the rows and slices of each region, and every dimension further out one region per
+/// index. Region i holds the window's elements from `i * region_bytes()` on in row-major order.
+class RegionPlan {
+ public:
+  RegionPlan(const ViewLayout& l, std::size_t elem) {
+    if (l.numel() == 0) return;
+    std::size_t run = 1;
+    const std::size_t outer = l.shape.rank() - l.dense_tail(run);
+    // The strided dimensions, innermost first: extent and byte stride.
+    std::array<std::size_t, Shape::max_rank> ext{}, pitch{};
+    std::size_t n = 0;
+    for (std::size_t d = outer; d-- > 0;) {
+      const auto e = static_cast<std::size_t>(l.shape[static_cast<std::ptrdiff_t>(d)]);
+      const auto p = static_cast<std::size_t>(l.strides[d]) * elem;
+      if (e == 1) continue;
+      if (n > 0 && pitch[n - 1] * ext[n - 1] == p) {
+        ext[n - 1] *= e;  // lines up with the dimension inside it: one longer dimension
+        continue;
+      }
+      ext[n] = e;
+      pitch[n] = p;
+      ++n;
+    }
+    first_.offset = l.offset * elem;
+    first_.row_bytes = run * elem;
+    first_.rows = n > 0 ? ext[0] : 1;
+    first_.row_pitch = n > 0 ? pitch[0] : first_.row_bytes;
+    first_.slices = n > 1 ? ext[1] : 1;
+    first_.slice_pitch = n > 1 ? pitch[1] : first_.rows * first_.row_pitch;
+    count_ = 1;
+    for (std::size_t k = 2; k < n; ++k) {
+      outer_ext_[outer_n_] = ext[k];
+      outer_pitch_[outer_n_] = pitch[k];
+      ++outer_n_;
+      count_ *= ext[k];
+    }
+  }
+
+  /// The number of regions (0 for an empty window).
+  [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  /// The bytes of each region.
+  [[nodiscard]] std::size_t region_bytes() const noexcept { return first_.bytes(); }
+  /// Whether the window is one contiguous run (one region of one row).
+  [[nodiscard]] bool contiguous() const noexcept { return count_ <= 1 && first_.rows * first_.slices <= 1; }
+  /// Region `i`, `i < count()`.
+  [[nodiscard]] StridedRegion region(std::size_t i) const noexcept {
+    StridedRegion r = first_;
+    for (std::size_t k = 0; k < outer_n_; ++k) {  // innermost of the outer dimensions first
+      r.offset += (i % outer_ext_[k]) * outer_pitch_[k];
+      i /= outer_ext_[k];
+    }
+    return r;
+  }
+
+ private:
+  StridedRegion first_{};
+  std::size_t count_ = 0;
+  std::array<std::size_t, Shape::max_rank> outer_ext_{}, outer_pitch_{};
+  std::size_t outer_n_ = 0;
+};
+
 [[nodiscard]] inline bool views_overlap(const ViewLayout& a, const ViewLayout& b) noexcept {
   const std::size_t na = a.run_count(), nb = b.run_count(), la = a.run_length(), lb = b.run_length();
   for (std::size_t i = 0, j = 0; i < na && j < nb;) {

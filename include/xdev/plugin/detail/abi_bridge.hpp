@@ -6,6 +6,7 @@
 #pragma once
 
 #include <xdev/plugin/abi.h>
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/core/half.hpp>
@@ -181,6 +182,26 @@ inline xdev_capabilities to_c(const CapabilitySet& s) noexcept {
   c.collective_backend = static_cast<std::uint32_t>(s.collective_backend);
   c.priority = s.priority;
   return c;
+}
+
+/// A strided region as the C struct of ABI 1.11.
+inline xdev_strided_region to_c(const StridedRegion& r) noexcept {
+  return {sizeof(xdev_strided_region), r.offset, r.row_bytes, r.rows, r.row_pitch, r.slices, r.slice_pitch};
+}
+
+/// The strided region a host passed (`copy_to_host_strided`, `copy_to_device_strided`).
+/// \throws xdev::error `errc::invalid_argument` for a null or short struct, or rows that overlap.
+inline StridedRegion from_c(const xdev_strided_region* r) {
+  if (r == nullptr || r->struct_size < sizeof(xdev_strided_region))
+    throw error(errc::invalid_argument, "the strided region is null or smaller than the struct of ABI 1.11");
+  const auto z = [](std::uint64_t v) { return static_cast<std::size_t>(v); };
+  const StridedRegion out{z(r->offset), z(r->row_bytes), z(r->rows), z(r->row_pitch), z(r->slices), z(r->slice_pitch)};
+  if (out.row_pitch < out.row_bytes || (out.slices > 1 && out.slice_pitch < out.rows * out.row_pitch))
+    throw error(errc::invalid_argument, "the strided region's rows overlap: row_pitch " +
+                                            std::to_string(out.row_pitch) + ", row_bytes " +
+                                            std::to_string(out.row_bytes) + ", rows " + std::to_string(out.rows) +
+                                            ", slice_pitch " + std::to_string(out.slice_pitch));
+  return out;
 }
 
 /// The capability set from the C struct (whose size the caller has checked).

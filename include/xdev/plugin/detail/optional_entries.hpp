@@ -2,7 +2,7 @@
 /// `detail::OptionalEntries`: which of a plugin table's optional entries `PluginBackend` may call,
 /// decided once, by ABI minor, from the table alone. An entry counts only when the table's minor
 /// has it and its `struct_size` covers it (an older table is never read past its end), and a
-/// group of entries (native queues, markers, user kernels, pinned memory) only when all of them
+/// group of entries (native queues, markers, user kernels, pinned memory, strided transfers) only when all of them
 /// are there. The next minor's entries go here.
 #pragma once
 
@@ -28,6 +28,8 @@ struct OptionalEntries {
   decltype(xdev_plugin_api::destroy_kernel) destroy_kernel = nullptr;
   decltype(xdev_plugin_api::allocate_host) allocate_host = nullptr;  ///< pinned host memory (1.9)
   decltype(xdev_plugin_api::deallocate_host) deallocate_host = nullptr;
+  decltype(xdev_plugin_api::copy_to_host_strided) copy_to_host_strided = nullptr;  ///< strided transfers (1.11)
+  decltype(xdev_plugin_api::copy_to_device_strided) copy_to_device_strided = nullptr;
 
   /// The entries of `api` (a table that passed `check_table_header`).
   static OptionalEntries read(const xdev_plugin_api* api) noexcept {
@@ -68,6 +70,13 @@ struct OptionalEntries {
         api->allocate_host != nullptr && api->deallocate_host != nullptr) {
       o.allocate_host = api->allocate_host;
       o.deallocate_host = api->deallocate_host;
+    }
+    // Strided transfers (1.11): both entries, in a table that covers them.
+    if (table_has(api, strided_minor,
+                  offsetof(xdev_plugin_api, copy_to_device_strided) + sizeof(api->copy_to_device_strided)) &&
+        api->copy_to_host_strided != nullptr && api->copy_to_device_strided != nullptr) {
+      o.copy_to_host_strided = api->copy_to_host_strided;
+      o.copy_to_device_strided = api->copy_to_device_strided;
     }
     return o;
   }
