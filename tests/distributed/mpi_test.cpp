@@ -975,6 +975,180 @@ TEST(GlobalCollectives, LocalArgumentErrorsAreThrownBeforeAnythingStarts) {
   EXPECT_FALSE(session->failed());
 }
 
+// ---- on windows (xdev::slice) ----------------------------------------------------------------------
+
+// Per local device, an array of `rows + 3` rows of `cols` holding -7 but in rows [1, 1 + rows),
+// which hold `fill(global index)` (or -7 too without a fill), and the window onto those rows.
+template <class T>
+struct Framed {
+  std::vector<xdev::AnyArray<T>> arrays;
+  std::vector<xdev::AnyArrayView<T>> windows;
+  std::int64_t rows = 0;
+};
+template <class T, class Fill>
+Framed<T> framed(const dist::GlobalMesh& mesh, std::int64_t rows, std::int64_t cols, Fill fill) {
+  Framed<T> f;
+  f.rows = rows;
+  for (std::size_t i = 0; i < mesh.local_size(); ++i) {
+    const auto& dev = mesh.local_mesh().device(i);
+    f.arrays.push_back(xdev::empty<T>(dev, {rows + 3, cols}));
+    const std::vector<T> frame(static_cast<std::size_t>((rows + 3) * cols), T(-7));
+    dev.copy_to_device(std::span<const T>(frame), f.arrays.back()).get();
+  }
+  for (std::size_t i = 0; i < mesh.local_size(); ++i) {
+    f.windows.push_back(xdev::slice(f.arrays[i], {1, 1 + rows}));
+    const std::vector<T> v = fill(mesh.global_index(i));
+    if (!v.empty()) mesh.local_mesh().device(i).copy_to_device(std::span<const T>(v), f.windows.back()).get();
+  }
+  return f;
+}
+template <class T>
+Framed<T> framed(const dist::GlobalMesh& mesh, std::int64_t rows, std::int64_t cols) {
+  return framed<T>(mesh, rows, cols, [](std::size_t) { return std::vector<T>(); });
+}
+// Window i's elements; fails when a row around it changed.
+template <class T>
+std::vector<T> inside(const Framed<T>& f, std::size_t i) {
+  const std::vector<T> all = to_host(f.arrays[i]);
+  const std::size_t cols = all.size() / static_cast<std::size_t>(f.rows + 3);
+  for (std::size_t e = 0; e < all.size(); ++e) {
+    if (e < cols || e >= cols * static_cast<std::size_t>(1 + f.rows)) {
+      EXPECT_EQ(all[e], T(-7)) << "element " << e << " of array " << i << ", outside the window, changed";
+    }
+  }
+  return std::vector<T>(all.begin() + static_cast<std::ptrdiff_t>(cols),
+                        all.begin() + static_cast<std::ptrdiff_t>(cols * static_cast<std::size_t>(1 + f.rows)));
+}
+
+// Every collective on windows gives what it gives on whole arrays of the same contents, and
+// writes nothing around its windows: host memory (MPI and the pipeline work on the windows in
+// place) and staged memory.
+TEST(GlobalCollectivesOnWindows, EachGivesWhatItGivesOnWholeArraysAndWritesNothingAround) {
+  using Op = xdev::spmd::ReduceOp;
+  for (bool host : {true, false}) {
+    SCOPED_TRACE(host ? "host memory" : "staged");
+    const dist::GlobalMesh mesh(*session, devices_for(host), "data");
+    const std::size_t local = mesh.local_size();
+    const auto G = static_cast<std::int64_t>(mesh.size());
+    const auto data = [](std::size_t n) { return [n](std::size_t g) { return input_of<float>(g, n, true); }; };
+    const auto outputs = [&](const xdev::Shape& shape) {
+      std::vector<xdev::AnyArray<float>> out;
+      for (std::size_t i = 0; i < local; ++i) out.push_back(xdev::empty<float>(mesh.local_mesh().device(i), shape));
+      return out;
+    };
+    // In place: all_reduce, broadcast, reduce.
+    {
+      auto w = framed<float>(mesh, 4, 3, data(12));
+      auto whole = local_arrays<float>(mesh, {4, 3}, data(12));
+      dist::all_reduce(mesh, std::span(w.windows), Op::sum).get();
+      dist::all_reduce(mesh, std::span(whole), Op::sum).get();
+      for (std::size_t i = 0; i < local; ++i) EXPECT_EQ(inside(w, i), to_host(whole[i])) << "all_reduce " << i;
+      dist::broadcast(mesh, std::span(w.windows), G - 1).get();
+      dist::reduce(mesh, std::span(w.windows), Op::max, 0).get();
+      dist::broadcast(mesh, std::span(whole), G - 1).get();
+      dist::reduce(mesh, std::span(whole), Op::max, 0).get();
+      for (std::size_t i = 0; i < local; ++i) EXPECT_EQ(inside(w, i), to_host(whole[i])) << "broadcast, reduce " << i;
+    }
+    // all_gather and reduce_scatter.
+    {
+      auto in = framed<float>(mesh, 2, 3, data(6));
+      auto out = framed<float>(mesh, 2 * G, 3);
+      const auto whole_in = local_arrays<float>(mesh, {2, 3}, data(6));
+      auto whole_out = outputs({2 * G, 3});
+      dist::all_gather(mesh, std::span(in.windows), std::span(out.windows)).get();
+      dist::all_gather(mesh, std::span(whole_in), std::span(whole_out)).get();
+      for (std::size_t i = 0; i < local; ++i) EXPECT_EQ(inside(out, i), to_host(whole_out[i])) << "all_gather " << i;
+      auto scattered = framed<float>(mesh, 2, 3);
+      auto whole_scattered = outputs({2, 3});
+      dist::reduce_scatter(mesh, std::span(out.windows), std::span(scattered.windows), Op::sum).get();
+      dist::reduce_scatter(mesh, std::span(whole_out), std::span(whole_scattered), Op::sum).get();
+      for (std::size_t i = 0; i < local; ++i)
+        EXPECT_EQ(inside(scattered, i), to_host(whole_scattered[i])) << "reduce_scatter " << i;
+    }
+    // all_to_all and collective_permute.
+    {
+      const auto in = framed<float>(mesh, G, 2, data(static_cast<std::size_t>(2 * G)));
+      const auto whole_in = local_arrays<float>(mesh, {G, 2}, data(static_cast<std::size_t>(2 * G)));
+      auto out = framed<float>(mesh, 1, 2 * G);
+      auto whole_out = outputs({1, 2 * G});
+      dist::all_to_all(mesh, std::span(in.windows), std::span(out.windows), 0, 1).get();
+      dist::all_to_all(mesh, std::span(whole_in), std::span(whole_out), 0, 1).get();
+      for (std::size_t i = 0; i < local; ++i) EXPECT_EQ(inside(out, i), to_host(whole_out[i])) << "all_to_all " << i;
+      xdev::spmd::PermutePairs ring;
+      for (std::int64_t g = 0; g < G; ++g) ring.push_back({g, (g + 1) % G});
+      auto moved = framed<float>(mesh, G, 2);
+      auto whole_moved = outputs({G, 2});
+      dist::collective_permute(mesh, std::span(in.windows), std::span(moved.windows), ring).get();
+      dist::collective_permute(mesh, std::span(whole_in), std::span(whole_moved), ring).get();
+      for (std::size_t i = 0; i < local; ++i)
+        EXPECT_EQ(inside(moved, i), to_host(whole_moved[i])) << "collective_permute " << i;
+    }
+  }
+}
+
+// Over some axes of a mesh of two, the windows of a large all_reduce (pipelined pieces of rows)
+// and an all_gather in both orders of the axes.
+TEST(GlobalCollectivesOnWindows, OverAxesAndPipelinedAsOnWholeArrays) {
+  const auto w = static_cast<std::int64_t>(size());
+  const dist::GlobalMesh mesh(*session, host_devices(2), {w, 2}, {"host", "local"});
+  const auto data = [](std::size_t n) { return [n](std::size_t g) { return input_of<float>(g, n, true); }; };
+  for (const std::vector<std::string>& axes : {std::vector<std::string>{"host"}, {"local"}, {"host", "local"}}) {
+    SCOPED_TRACE(axes.size() == 2 ? "both axes" : axes[0]);
+    const std::span<const std::string> over(axes);
+    const std::int64_t rows = axes.size() == 2 ? 2048 : 4;  // 2048 x 256 floats: 2 MiB, pipelined
+    auto win = framed<float>(mesh, rows, 256, data(static_cast<std::size_t>(rows * 256)));
+    auto whole = local_arrays<float>(mesh, {rows, 256}, data(static_cast<std::size_t>(rows * 256)));
+    dist::all_reduce(mesh, over, std::span(win.windows), xdev::spmd::ReduceOp::sum).get();
+    dist::all_reduce(mesh, over, std::span(whole), xdev::spmd::ReduceOp::sum).get();
+    for (std::size_t i = 0; i < 2; ++i) ASSERT_EQ(inside(win, i), to_host(whole[i])) << "all_reduce " << i;
+
+    std::int64_t k = 1;
+    for (const auto& a : axes) k *= mesh.axis_size(a);
+    const auto in = framed<float>(mesh, 2, 3, data(6));
+    const auto whole_in = local_arrays<float>(mesh, {2, 3}, data(6));
+    auto out = framed<float>(mesh, 2 * k, 3);
+    std::vector<xdev::AnyArray<float>> whole_out;
+    for (std::size_t i = 0; i < 2; ++i)
+      whole_out.push_back(xdev::empty<float>(mesh.local_mesh().device(i), {2 * k, 3}));
+    dist::all_gather(mesh, over, std::span(in.windows), std::span(out.windows)).get();
+    dist::all_gather(mesh, over, std::span(whole_in), std::span(whole_out)).get();
+    for (std::size_t i = 0; i < 2; ++i) ASSERT_EQ(inside(out, i), to_host(whole_out[i])) << "all_gather " << i;
+  }
+}
+
+// Windows of one array may be an input and an output when they share no element; windows that
+// share elements, strided windows and default windows are refused before anything starts.
+TEST(GlobalCollectivesOnWindows, WindowsThatShareElementsOrAreStridedAreRefusedNamingThem) {
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  const auto G = static_cast<std::int64_t>(mesh.size());
+  const auto& dev = mesh.local_mesh().device(0);
+  auto a = xdev::empty<float>(dev, {3 * G + 2, 4});
+  std::vector<float> v(a.size());
+  std::iota(v.begin(), v.end(), 0.0f);
+  dev.copy_to_device(std::span<const float>(v), a).get();
+  // rows [0, 2) in, rows [2, 2 + 2G) out: one array, no shared element.
+  std::vector<xdev::AnyArrayView<float>> in{xdev::slice(a, {0, 2})};
+  std::vector<xdev::AnyArrayView<float>> out{xdev::slice(a, {2, 2 + 2 * G})};
+  dist::all_gather(mesh, std::span(in), std::span(out)).get();
+  const std::vector<float> after = to_host(a);
+  EXPECT_EQ(std::vector<float>(after.begin(), after.begin() + 8), std::vector<float>(v.begin(), v.begin() + 8));
+  for (std::size_t j = 0; j < 8; ++j) EXPECT_EQ(after[8 * (1 + static_cast<std::size_t>(rank())) + j], v[j]);
+
+  std::vector<xdev::AnyArrayView<float>> overlapping{xdev::slice(a, {1, 1 + 2 * G})};
+  auto e = error_of([&] { (void)dist::all_gather(mesh, std::span(in), std::span(overlapping)); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::all_gather: out[0] and in[0] are windows of one array that share"));
+  std::vector<xdev::AnyArrayView<float>> same{xdev::slice(a, {0, 2})};
+  e = error_of([&] { (void)dist::collective_permute(mesh, std::span(in), std::span(same), {{0, 0}}); });
+  EXPECT_THAT(e.what(), HasSubstr("distributed::collective_permute: out[0] and in[0] are windows of one array"));
+  std::vector<xdev::AnyArrayView<float>> column{xdev::slice(a, xdev::all, {0, 1})};
+  e = error_of([&] { (void)dist::all_reduce(mesh, std::span(column), xdev::spmd::ReduceOp::sum); });
+  EXPECT_THAT(e.what(), HasSubstr("separate runs; collectives take contiguous windows"));
+  std::vector<xdev::AnyArrayView<float>> nothing(1);
+  e = error_of([&] { (void)dist::broadcast(mesh, std::span(nothing), 0); });
+  EXPECT_THAT(e.what(), HasSubstr("a default-constructed window, onto no array"));
+  EXPECT_FALSE(session->failed());
+}
+
 TEST(GlobalCollectives, MismatchesAcrossRanksFailOnEveryRank) {
   if (size() < 2) GTEST_SKIP() << "needs a rank 1";
   const dist::GlobalMesh mesh(*session, host_devices(1), "data");

@@ -82,23 +82,24 @@ inline CheckedAxes check_axes(const char* name, const GlobalMesh& mesh, std::spa
 /// group's size. Elements as `all_reduce` over every device.
 ///
 ///     dist::all_reduce(mesh, {"host"}, std::span(grads), xdev::spmd::ReduceOp::mean).get();
-template <class T, class Token = const use_future_t&>
-auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays,
-                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                Token&& token = use_future) {
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<A> arrays, spmd::ReduceOp op,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<A>;
   constexpr const char* name = "all_reduce";
   const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
   if (checked.plan == nullptr) return all_reduce(mesh, arrays, op, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  (void)detail::check_local_arrays<T>(name, "arrays", mesh, arrays);
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   std::string description = std::to_string(arrays[0].size()) + " elements of " + std::to_string(sizeof(T)) +
                             " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + checked.text;
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, axes_plan = checked.plan, arrays, plan, description = std::move(description), deadline] {
-        detail::run_all_reduce_over(mesh, *axes_plan, arrays, plan, description, deadline);
-      },
+      [mesh, axes_plan = checked.plan, windows = detail::windows_of<detail::Out<T>>(arrays), plan,
+       description = std::move(description),
+       deadline] { detail::run_all_reduce_over<T>(mesh, *axes_plan, std::span(windows), plan, description, deadline); },
       std::forward<Token>(token));
 }
 
@@ -108,14 +109,15 @@ auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::
 /// Across processes the inputs of every rank of this rank's set travel in one `MPI_Iallgatherv`.
 ///
 ///     dist::all_gather(mesh, {"host"}, std::span<const AnyArray<float>>(shards), std::span(full)).get();
-template <class T, class Token = const use_future_t&>
-auto all_gather(const GlobalMesh& mesh, std::span<const std::string> axes,
-                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_gather(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<I> in, std::span<O> out,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "all_gather";
   const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
   if (checked.plan == nullptr) return all_gather(mesh, in, out, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "in", mesh, in);
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
   if (in[0].shape().rank() == 0)
     throw error(errc::invalid_argument,
                 "distributed::all_gather: the inputs are scalars (shape []); all_gather "
@@ -123,16 +125,18 @@ auto all_gather(const GlobalMesh& mesh, std::span<const std::string> axes,
   const auto k = static_cast<Shape::value_type>(checked.plan->groups.group_size);
   Shape want = in[0].shape();
   want[0] *= k;
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+  detail::check_outputs<T>(name, mesh, out, want,
                            "gathering " + std::to_string(k) + " inputs of shape " + to_string(in[0].shape()));
-  spmd::detail::check_distinct<T>("distributed::all_gather", in, std::span<const AnyArray<T>>(out.data(), out.size()));
+  detail::check_in_out<T>(name, mesh, in, out);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   std::string description =
       "blocks of shape " + to_string(in[0].shape()) + ", " + detail::element_text(sizeof(T)) + checked.text;
   return detail::start(
       mesh.session(), out[0].device(),
-      [mesh, checked, in, out, description = std::move(description), deadline] {
-        detail::run_all_gather_over(mesh, *checked.plan, checked.along, in, out, description, deadline);
+      [mesh, checked, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out),
+       description = std::move(description), deadline] {
+        detail::run_all_gather_over<T>(mesh, *checked.plan, checked.along, std::span(ins), std::span(outs), description,
+                                       deadline);
       },
       std::forward<Token>(token));
 }
@@ -145,19 +149,20 @@ auto all_gather(const GlobalMesh& mesh, std::span<const std::string> axes,
 ///
 ///     dist::reduce_scatter(mesh, {"host"}, std::span<const AnyArray<float>>(grads), std::span(shards),
 ///                          xdev::spmd::ReduceOp::sum).get();
-template <class T, class Token = const use_future_t&>
-auto reduce_scatter(const GlobalMesh& mesh, std::span<const std::string> axes,
-                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto reduce_scatter(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<I> in, std::span<O> out,
                     spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
                     Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "reduce_scatter";
   const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
   if (checked.plan == nullptr) return reduce_scatter(mesh, in, out, op, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "in", mesh, in);
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
   const Shape& s = in[0].shape();
   const std::size_t k = checked.plan->groups.group_size;
   const Shape want = detail::scatter_shape(s, k, "device of a group");
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+  detail::check_outputs<T>(name, mesh, out, want,
                            "scattering " + to_string(s) + " over groups of " + std::to_string(k) + " devices");
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
@@ -165,8 +170,10 @@ auto reduce_scatter(const GlobalMesh& mesh, std::span<const std::string> axes,
                             detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + checked.text;
   return detail::start(
       mesh.session(), out[0].device(),
-      [mesh, checked, in, out, plan, description = std::move(description), deadline] {
-        detail::run_reduce_scatter_over(mesh, *checked.plan, checked.along, in, out, plan, description, deadline);
+      [mesh, checked, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), plan,
+       description = std::move(description), deadline] {
+        detail::run_reduce_scatter_over<T>(mesh, *checked.plan, checked.along, std::span(ins), std::span(outs), plan,
+                                           description, deadline);
       },
       std::forward<Token>(token));
 }
@@ -176,22 +183,24 @@ auto reduce_scatter(const GlobalMesh& mesh, std::span<const std::string> axes,
 /// `MPI_Iallgatherv` (each rank contributes the roots it holds).
 ///
 ///     dist::broadcast(mesh, "host", std::span(params), 0).get();   // each local index from host 0
-template <class T, class Token = const use_future_t&>
-auto broadcast(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays,
-               std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-               Token&& token = use_future) {
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto broadcast(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<A> arrays, std::int64_t root,
+               std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<A>;
   constexpr const char* name = "broadcast";
   const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
   if (checked.plan == nullptr) return broadcast(mesh, arrays, root, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  (void)detail::check_local_arrays<T>(name, "arrays", mesh, arrays);
   const std::size_t r = detail::check_position(name, root, checked.plan->groups.group_size);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   std::string description = "arrays of shape " + to_string(arrays[0].shape()) + ", " + detail::element_text(sizeof(T)) +
                             ", root " + std::to_string(r) + checked.text;
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, checked, arrays, r, description = std::move(description), deadline] {
-        detail::run_broadcast_over(mesh, *checked.plan, checked.along, arrays, r, description, deadline);
+      [mesh, checked, windows = detail::windows_of<detail::Out<T>>(arrays), r, description = std::move(description),
+       deadline] {
+        detail::run_broadcast_over<T>(mesh, *checked.plan, checked.along, std::span(windows), r, description, deadline);
       },
       std::forward<Token>(token));
 }
@@ -201,14 +210,16 @@ auto broadcast(const GlobalMesh& mesh, std::span<const std::string> axes, std::s
 /// group's partial result travels packed in one `MPI_Iallreduce`, as `all_reduce`'s.
 ///
 ///     dist::reduce(mesh, "local", std::span(losses), xdev::spmd::ReduceOp::sum, 0).get();
-template <class T, class Token = const use_future_t&>
-auto reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<A> arrays, spmd::ReduceOp op,
             std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
             Token&& token = use_future) {
+  using T = detail::element_t<A>;
   constexpr const char* name = "reduce";
   const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
   if (checked.plan == nullptr) return reduce(mesh, arrays, op, root, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  (void)detail::check_local_arrays<T>(name, "arrays", mesh, arrays);
   const std::size_t r = detail::check_position(name, root, checked.plan->groups.group_size);
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
@@ -217,8 +228,10 @@ auto reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span
                             std::to_string(r) + checked.text;
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, checked, arrays, plan, r, description = std::move(description), deadline] {
-        detail::run_reduce_over(mesh, *checked.plan, checked.along, arrays, plan, r, description, deadline);
+      [mesh, checked, windows = detail::windows_of<detail::Out<T>>(arrays), plan, r,
+       description = std::move(description), deadline] {
+        detail::run_reduce_over<T>(mesh, *checked.plan, checked.along, std::span(windows), plan, r, description,
+                                   deadline);
       },
       std::forward<Token>(token));
 }
@@ -228,28 +241,28 @@ auto reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span
 /// `concat_axis` in group order (`jax.lax.all_to_all(x, axes, split_axis, concat_axis)`). Blocks
 /// between processes go point to point (`MPI_Isend` / `MPI_Irecv`, all posted at once), within a
 /// process by a host copy. At most 181 global devices.
-template <class T, class Token = const use_future_t&>
-auto all_to_all(const GlobalMesh& mesh, std::span<const std::string> axes,
-                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_to_all(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<I> in, std::span<O> out,
                 std::int64_t split_axis, std::int64_t concat_axis,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "all_to_all";
-  const char* full = "distributed::all_to_all";
   const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
   if (checked.plan == nullptr)
     return all_to_all(mesh, in, out, split_axis, concat_axis, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "in", mesh, in);
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
   const Shape& s = in[0].shape();
   const std::size_t k = checked.plan->groups.group_size;
   const detail::AllToAllShape shape =
       detail::all_to_all_shape(s, split_axis, concat_axis, k, mesh.size(), "the group size " + std::to_string(k));
   const std::size_t split = shape.split, concat = shape.concat;
   const Shape& want = shape.want;
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+  detail::check_outputs<T>(name, mesh, out, want,
                            "all_to_all of " + to_string(s) + " in groups of " + std::to_string(k) +
                                " devices (split_axis " + std::to_string(split) + ", concat_axis " +
                                std::to_string(concat) + ")");
-  spmd::detail::check_distinct<T>(full, in, std::span<const AnyArray<T>>(out.data(), out.size()));
+  detail::check_in_out<T>(name, mesh, in, out);
   std::vector<std::vector<std::size_t>> groups(mesh.local_size());
   const detail::Membership member = detail::membership(mesh, *checked.plan, checked.along);
   for (std::size_t i = 0; i < groups.size(); ++i)
@@ -260,8 +273,9 @@ auto all_to_all(const GlobalMesh& mesh, std::span<const std::string> axes,
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), out[0].device(),
-      [mesh, in, out, split, concat, groups = std::move(groups), description = std::move(description), deadline] {
-        detail::run_all_to_all(mesh, in, out, split, concat, groups, description, deadline);
+      [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), split, concat,
+       groups = std::move(groups), description = std::move(description), deadline] {
+        detail::run_all_to_all<T>(mesh, std::span(ins), std::span(outs), split, concat, groups, description, deadline);
       },
       std::forward<Token>(token));
 }
@@ -270,19 +284,18 @@ auto all_to_all(const GlobalMesh& mesh, std::span<const std::string> axes,
 /// `all_gather`), the target's output receives the source's input; outputs no pair targets are
 /// zero-filled (`jax.lax.ppermute(x, axes, perm)`). Every group follows the same pairs: they
 /// become one permutation of the global devices, sent point to point between processes.
-template <class T, class Token = const use_future_t&>
-auto collective_permute(const GlobalMesh& mesh, std::span<const std::string> axes,
-                        std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto collective_permute(const GlobalMesh& mesh, std::span<const std::string> axes, std::span<I> in, std::span<O> out,
                         const spmd::PermutePairs& pairs,
                         std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "collective_permute";
   const detail::CheckedAxes checked = detail::check_axes(name, mesh, axes);
   if (checked.plan == nullptr) return collective_permute(mesh, in, out, pairs, timeout, std::forward<Token>(token));
-  detail::check_local_arrays<T>(name, "in", mesh, in);
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), in[0].shape(),
-                           "collective_permute keeps the shape, which");
-  spmd::detail::check_distinct<T>("distributed::collective_permute", in,
-                                  std::span<const AnyArray<T>>(out.data(), out.size()));
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
+  detail::check_outputs<T>(name, mesh, out, in[0].shape(), "collective_permute keeps the shape, which");
+  detail::check_in_out<T>(name, mesh, in, out);
   const std::vector<std::int64_t> position_source =
       spmd::detail::sources_of("distributed::collective_permute", axes, checked.plan->groups.group_size, pairs);
   std::vector<std::int64_t> source(mesh.size(), -1);
@@ -295,9 +308,9 @@ auto collective_permute(const GlobalMesh& mesh, std::span<const std::string> axe
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), out[0].device(),
-      [mesh, in, out, source = std::move(source), description = std::move(description), deadline] {
-        detail::run_permute(mesh, in, out, source, description, deadline);
-      },
+      [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out),
+       source = std::move(source), description = std::move(description),
+       deadline] { detail::run_permute<T>(mesh, std::span(ins), std::span(outs), source, description, deadline); },
       std::forward<Token>(token));
 }
 
@@ -305,115 +318,117 @@ auto collective_permute(const GlobalMesh& mesh, std::span<const std::string> axe
 // (Without the brace overloads `{"a", "b"}` would reach the `string_view` ones through its
 // two-pointer constructor.)
 
-template <class T, class Token = const use_future_t&>
-auto all_reduce(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto all_reduce(const GlobalMesh& mesh, std::string_view axis, std::span<A> arrays, spmd::ReduceOp op,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   const std::string one(axis);
   return all_reduce(mesh, std::span<const std::string>(&one, 1), arrays, op, timeout, std::forward<Token>(token));
 }
-template <class T, class Token = const use_future_t&>
-auto all_reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
-                spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                Token&& token = use_future) {
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto all_reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<A> arrays, spmd::ReduceOp op,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   return all_reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, timeout,
                     std::forward<Token>(token));
 }
 
-template <class T, class Token = const use_future_t&>
-auto all_gather(const GlobalMesh& mesh, std::string_view axis, std::span<const AnyArray<std::type_identity_t<T>>> in,
-                std::span<AnyArray<T>> out, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                Token&& token = use_future) {
-  const std::string one(axis);
-  return all_gather<T>(mesh, std::span<const std::string>(&one, 1), in, out, timeout, std::forward<Token>(token));
-}
-template <class T, class Token = const use_future_t&>
-auto all_gather(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
-                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_gather(const GlobalMesh& mesh, std::string_view axis, std::span<I> in, std::span<O> out,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
-  return all_gather<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, timeout,
-                       std::forward<Token>(token));
-}
-
-template <class T, class Token = const use_future_t&>
-auto reduce_scatter(const GlobalMesh& mesh, std::string_view axis,
-                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
-                    spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                    Token&& token = use_future) {
   const std::string one(axis);
-  return reduce_scatter<T>(mesh, std::span<const std::string>(&one, 1), in, out, op, timeout,
-                           std::forward<Token>(token));
+  return all_gather(mesh, std::span<const std::string>(&one, 1), in, out, timeout, std::forward<Token>(token));
 }
-template <class T, class Token = const use_future_t&>
-auto reduce_scatter(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
-                    std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
-                    spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                    Token&& token = use_future) {
-  return reduce_scatter<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, op, timeout,
-                           std::forward<Token>(token));
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_gather(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<I> in, std::span<O> out,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  return all_gather(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, timeout,
+                    std::forward<Token>(token));
 }
 
-template <class T, class Token = const use_future_t&>
-auto broadcast(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, std::int64_t root,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto reduce_scatter(const GlobalMesh& mesh, std::string_view axis, std::span<I> in, std::span<O> out, spmd::ReduceOp op,
+                    std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  const std::string one(axis);
+  return reduce_scatter(mesh, std::span<const std::string>(&one, 1), in, out, op, timeout, std::forward<Token>(token));
+}
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto reduce_scatter(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<I> in, std::span<O> out,
+                    spmd::ReduceOp op, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                    Token&& token = use_future) {
+  return reduce_scatter(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, op, timeout,
+                        std::forward<Token>(token));
+}
+
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto broadcast(const GlobalMesh& mesh, std::string_view axis, std::span<A> arrays, std::int64_t root,
                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   const std::string one(axis);
   return broadcast(mesh, std::span<const std::string>(&one, 1), arrays, root, timeout, std::forward<Token>(token));
 }
-template <class T, class Token = const use_future_t&>
-auto broadcast(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
-               std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-               Token&& token = use_future) {
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto broadcast(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<A> arrays, std::int64_t root,
+               std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   return broadcast(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, root, timeout,
                    std::forward<Token>(token));
 }
 
-template <class T, class Token = const use_future_t&>
-auto reduce(const GlobalMesh& mesh, std::string_view axis, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
-            std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-            Token&& token = use_future) {
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto reduce(const GlobalMesh& mesh, std::string_view axis, std::span<A> arrays, spmd::ReduceOp op, std::int64_t root,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   const std::string one(axis);
   return reduce(mesh, std::span<const std::string>(&one, 1), arrays, op, root, timeout, std::forward<Token>(token));
 }
-template <class T, class Token = const use_future_t&>
-auto reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<AnyArray<T>> arrays,
-            spmd::ReduceOp op, std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto reduce(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<A> arrays, spmd::ReduceOp op,
+            std::int64_t root, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
             Token&& token = use_future) {
   return reduce(mesh, std::span<const std::string>(axes.begin(), axes.size()), arrays, op, root, timeout,
                 std::forward<Token>(token));
 }
 
-template <class T, class Token = const use_future_t&>
-auto all_to_all(const GlobalMesh& mesh, std::string_view axis, std::span<const AnyArray<std::type_identity_t<T>>> in,
-                std::span<AnyArray<T>> out, std::int64_t split_axis, std::int64_t concat_axis,
-                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
-  const std::string one(axis);
-  return all_to_all<T>(mesh, std::span<const std::string>(&one, 1), in, out, split_axis, concat_axis, timeout,
-                       std::forward<Token>(token));
-}
-template <class T, class Token = const use_future_t&>
-auto all_to_all(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
-                std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_to_all(const GlobalMesh& mesh, std::string_view axis, std::span<I> in, std::span<O> out,
                 std::int64_t split_axis, std::int64_t concat_axis,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
-  return all_to_all<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, split_axis, concat_axis,
-                       timeout, std::forward<Token>(token));
+  const std::string one(axis);
+  return all_to_all(mesh, std::span<const std::string>(&one, 1), in, out, split_axis, concat_axis, timeout,
+                    std::forward<Token>(token));
+}
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_to_all(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<I> in, std::span<O> out,
+                std::int64_t split_axis, std::int64_t concat_axis,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  return all_to_all(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, split_axis, concat_axis,
+                    timeout, std::forward<Token>(token));
 }
 
-template <class T, class Token = const use_future_t&>
-auto collective_permute(const GlobalMesh& mesh, std::string_view axis,
-                        std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto collective_permute(const GlobalMesh& mesh, std::string_view axis, std::span<I> in, std::span<O> out,
                         const spmd::PermutePairs& pairs,
                         std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
   const std::string one(axis);
-  return collective_permute<T>(mesh, std::span<const std::string>(&one, 1), in, out, pairs, timeout,
-                               std::forward<Token>(token));
+  return collective_permute(mesh, std::span<const std::string>(&one, 1), in, out, pairs, timeout,
+                            std::forward<Token>(token));
 }
-template <class T, class Token = const use_future_t&>
-auto collective_permute(const GlobalMesh& mesh, std::initializer_list<std::string> axes,
-                        std::span<const AnyArray<std::type_identity_t<T>>> in, std::span<AnyArray<T>> out,
-                        const spmd::PermutePairs& pairs,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto collective_permute(const GlobalMesh& mesh, std::initializer_list<std::string> axes, std::span<I> in,
+                        std::span<O> out, const spmd::PermutePairs& pairs,
                         std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
-  return collective_permute<T>(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, pairs, timeout,
-                               std::forward<Token>(token));
+  return collective_permute(mesh, std::span<const std::string>(axes.begin(), axes.size()), in, out, pairs, timeout,
+                            std::forward<Token>(token));
 }
 
 }  // namespace xdev::distributed

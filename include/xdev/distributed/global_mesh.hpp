@@ -23,6 +23,11 @@
 /// other collectives likewise gather or combine the local arrays on the host, make one MPI call,
 /// and fan the result out. All take the usual completion tokens: the stages run on the session's
 /// collectives thread, so the caller goes on (`.get()` on the default future).
+///
+/// **Arrays or windows.** Wherever a collective takes arrays (`std::span<AnyArray<T>>`, or
+/// `std::span<const AnyArray<T>>` for inputs), it takes contiguous windows of them too
+/// (`std::span<AnyArrayView<T>>`, `xdev::slice`: whole rows), and reads and writes only those; a
+/// strided window, or an output window sharing elements with its device's input, is refused.
 #pragma once
 
 #include <xdev/any/any_device.hpp>
@@ -284,16 +289,20 @@ class GlobalMesh {
 /// between ranks; `errc::deadline_exceeded` naming the ranks that never arrived (the session then
 /// fails, see mpi.hpp) or the local devices whose work had not completed; `errc::unavailable`
 /// when the session failed earlier; device errors.
-template <class T, class Token = const use_future_t&>
-auto all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op,
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto all_reduce(const GlobalMesh& mesh, std::span<A> arrays, spmd::ReduceOp op,
                 std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<A>;
   constexpr const char* name = "all_reduce";
-  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  (void)detail::check_local_arrays<T>(name, "arrays", mesh, arrays);
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, arrays, plan, deadline] { detail::run_all_reduce(mesh, arrays, plan, deadline); },
+      [mesh, windows = detail::windows_of<detail::Out<T>>(arrays), plan, deadline] {
+        detail::run_all_reduce<T>(mesh, std::span(windows), plan, deadline);
+      },
       std::forward<Token>(token));
 }
 
@@ -313,24 +322,28 @@ auto all_reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::Red
 ///         that do not match the local mesh, inputs of rank 0, outputs of another shape, a
 ///         timeout <= 0. Through the token: `errc::invalid_argument` on every rank when the input
 ///         shapes or element sizes differ between ranks; otherwise as `all_reduce`.
-template <class T, class Token = const use_future_t&>
-auto all_gather(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
-                std::span<AnyArray<T>> out, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
-                Token&& token = use_future) {
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_gather(const GlobalMesh& mesh, std::span<I> in, std::span<O> out,
+                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "all_gather";
-  detail::check_local_arrays<T>(name, "in", mesh, in);
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
   if (in[0].shape().rank() == 0)
     throw error(errc::invalid_argument,
                 "distributed::all_gather: the inputs are scalars (shape []); all_gather "
                 "concatenates along dimension 0, so they need rank >= 1");
   Shape want = in[0].shape();
   want[0] *= static_cast<Shape::value_type>(mesh.size());
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+  detail::check_outputs<T>(name, mesh, out, want,
                            "gathering " + std::to_string(mesh.size()) + " inputs of shape " + to_string(in[0].shape()));
-  spmd::detail::check_distinct<T>("distributed::all_gather", in, std::span<const AnyArray<T>>(out.data(), out.size()));
+  detail::check_in_out<T>(name, mesh, in, out);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), out[0].device(), [mesh, in, out, deadline] { detail::run_all_gather(mesh, in, out, deadline); },
+      mesh.session(), out[0].device(),
+      [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), deadline] {
+        detail::run_all_gather<T>(mesh, std::span(ins), std::span(outs), deadline);
+      },
       std::forward<Token>(token));
 }
 
@@ -350,22 +363,24 @@ auto all_gather(const GlobalMesh& mesh, std::span<const AnyArray<std::type_ident
 ///         divisible by `mesh.size()`, outputs of another shape, a `mean` of integers, an unknown
 ///         op, a timeout <= 0. Through the token: `errc::invalid_argument` on every rank when the
 ///         shapes or ops differ between ranks; otherwise as `all_reduce`.
-template <class T, class Token = const use_future_t&>
-auto reduce_scatter(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
-                    std::span<AnyArray<T>> out, spmd::ReduceOp op,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto reduce_scatter(const GlobalMesh& mesh, std::span<I> in, std::span<O> out, spmd::ReduceOp op,
                     std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "reduce_scatter";
-  detail::check_local_arrays<T>(name, "in", mesh, in);
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
   const Shape& s = in[0].shape();
   const std::size_t k = mesh.size();
   const Shape want = detail::scatter_shape(s, k, "global device");
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+  detail::check_outputs<T>(name, mesh, out, want,
                            "scattering " + to_string(s) + " over " + std::to_string(k) + " devices");
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), out[0].device(),
-      [mesh, in, out, plan, deadline] { detail::run_reduce_scatter(mesh, in, out, plan, deadline); },
+      [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), plan,
+       deadline] { detail::run_reduce_scatter<T>(mesh, std::span(ins), std::span(outs), plan, deadline); },
       std::forward<Token>(token));
 }
 
@@ -381,16 +396,21 @@ auto reduce_scatter(const GlobalMesh& mesh, std::span<const AnyArray<std::type_i
 ///         that do not match the local mesh, a `root` outside [0, mesh.size()), a timeout <= 0.
 ///         Through the token: `errc::invalid_argument` on every rank when the shapes, element
 ///         sizes or roots differ between ranks; otherwise as `all_reduce`.
-template <class T, class Token = const use_future_t&>
-auto broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::int64_t root,
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto broadcast(const GlobalMesh& mesh, std::span<A> arrays, std::int64_t root,
                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<A>;
   constexpr const char* name = "broadcast";
-  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  (void)detail::check_local_arrays<T>(name, "arrays", mesh, arrays);
   const std::size_t r = detail::check_root(name, root, mesh.size());
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, arrays, r, deadline] { detail::run_broadcast(mesh, arrays, r, deadline); }, std::forward<Token>(token));
+      [mesh, windows = detail::windows_of<detail::Out<T>>(arrays), r, deadline] {
+        detail::run_broadcast<T>(mesh, std::span(windows), r, deadline);
+      },
+      std::forward<Token>(token));
 }
 
 /// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, of the same shape on
@@ -408,17 +428,21 @@ auto broadcast(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, std::int64
 ///         integers, an unknown op, a timeout <= 0. Through the token: `errc::invalid_argument`
 ///         on every rank when the shapes, ops or roots differ between ranks; otherwise as
 ///         `all_reduce`.
-template <class T, class Token = const use_future_t&>
-auto reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceOp op, std::int64_t root,
+template <class A, class Token = const use_future_t&>
+requires detail::Target<A>
+auto reduce(const GlobalMesh& mesh, std::span<A> arrays, spmd::ReduceOp op, std::int64_t root,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<A>;
   constexpr const char* name = "reduce";
-  detail::check_local_arrays<T>(name, "arrays", mesh, std::span<const AnyArray<T>>(arrays.data(), arrays.size()));
+  (void)detail::check_local_arrays<T>(name, "arrays", mesh, arrays);
   const std::size_t r = detail::check_root(name, root, mesh.size());
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), arrays[0].device(),
-      [mesh, arrays, plan, r, deadline] { detail::run_reduce(mesh, arrays, plan, r, deadline); },
+      [mesh, windows = detail::windows_of<detail::Out<T>>(arrays), plan, r, deadline] {
+        detail::run_reduce<T>(mesh, std::span(windows), plan, r, deadline);
+      },
       std::forward<Token>(token));
 }
 
@@ -442,31 +466,35 @@ auto reduce(const GlobalMesh& mesh, std::span<AnyArray<T>> arrays, spmd::ReduceO
 ///         its input, more than 181 global devices, a timeout <= 0. Through the token:
 ///         `errc::invalid_argument` on every rank when the shapes, element sizes or axes differ
 ///         between ranks; otherwise as `all_reduce`.
-template <class T, class Token = const use_future_t&>
-auto all_to_all(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
-                std::span<AnyArray<T>> out, std::int64_t split_axis, std::int64_t concat_axis,
-                std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto all_to_all(const GlobalMesh& mesh, std::span<I> in, std::span<O> out, std::int64_t split_axis,
+                std::int64_t concat_axis, std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "all_to_all";
-  detail::check_local_arrays<T>(name, "in", mesh, in);
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
   const Shape& s = in[0].shape();
   const std::size_t k = mesh.size();
   const detail::AllToAllShape shape =
       detail::all_to_all_shape(s, split_axis, concat_axis, k, k, "the " + std::to_string(k) + " global devices");
   const std::size_t split = shape.split, concat = shape.concat;
   const Shape& want = shape.want;
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), want,
+  detail::check_outputs<T>(name, mesh, out, want,
                            "all_to_all of " + to_string(s) + " over " + std::to_string(k) + " devices (split_axis " +
                                std::to_string(split) + ", concat_axis " + std::to_string(concat) + ")");
-  spmd::detail::check_distinct<T>("distributed::all_to_all", in, std::span<const AnyArray<T>>(out.data(), out.size()));
+  detail::check_in_out<T>(name, mesh, in, out);
   std::string description = "inputs of shape " + to_string(s) + ", " + detail::element_text(sizeof(T)) +
                             ", split_axis " + std::to_string(split) + ", concat_axis " + std::to_string(concat);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), out[0].device(),
-      [mesh, in, out, split, concat, description = std::move(description), deadline] {
+      [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), split, concat,
+       description = std::move(description), deadline] {
         std::vector<std::size_t> every(mesh.size());
         for (std::size_t g = 0; g < every.size(); ++g) every[g] = g;
-        detail::run_all_to_all(mesh, in, out, split, concat, std::vector(in.size(), every), description, deadline);
+        detail::run_all_to_all<T>(mesh, std::span(ins), std::span(outs), split, concat, std::vector(ins.size(), every),
+                                  description, deadline);
       },
       std::forward<Token>(token));
 }
@@ -490,16 +518,15 @@ auto all_to_all(const GlobalMesh& mesh, std::span<const AnyArray<std::type_ident
 ///         is its input, a position outside [0, mesh.size()), a source or a target named twice, a
 ///         timeout <= 0. Through the token: `errc::invalid_argument` on every rank when the shapes,
 ///         element sizes or pairs differ between ranks; otherwise as `all_reduce`.
-template <class T, class Token = const use_future_t&>
-auto collective_permute(const GlobalMesh& mesh, std::span<const AnyArray<std::type_identity_t<T>>> in,
-                        std::span<AnyArray<T>> out, const spmd::PermutePairs& pairs,
+template <class I, class O, class Token = const use_future_t&>
+requires detail::Operands<I, O>
+auto collective_permute(const GlobalMesh& mesh, std::span<I> in, std::span<O> out, const spmd::PermutePairs& pairs,
                         std::optional<std::chrono::milliseconds> timeout = std::nullopt, Token&& token = use_future) {
+  using T = detail::element_t<O>;
   constexpr const char* name = "collective_permute";
-  detail::check_local_arrays<T>(name, "in", mesh, in);
-  detail::check_outputs<T>(name, mesh, std::span<const AnyArray<T>>(out.data(), out.size()), in[0].shape(),
-                           "collective_permute keeps the shape, which");
-  spmd::detail::check_distinct<T>("distributed::collective_permute", in,
-                                  std::span<const AnyArray<T>>(out.data(), out.size()));
+  (void)detail::check_local_arrays<T>(name, "in", mesh, in);
+  detail::check_outputs<T>(name, mesh, out, in[0].shape(), "collective_permute keeps the shape, which");
+  detail::check_in_out<T>(name, mesh, in, out);
   std::vector<std::int64_t> source =
       spmd::detail::sources_of("distributed::collective_permute", mesh.axis_names(), mesh.size(), pairs);
   std::string description = "arrays of shape " + to_string(in[0].shape()) + ", " + detail::element_text(sizeof(T)) +
@@ -507,9 +534,9 @@ auto collective_permute(const GlobalMesh& mesh, std::span<const AnyArray<std::ty
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
       mesh.session(), out[0].device(),
-      [mesh, in, out, source = std::move(source), description = std::move(description), deadline] {
-        detail::run_permute(mesh, in, out, source, description, deadline);
-      },
+      [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out),
+       source = std::move(source), description = std::move(description),
+       deadline] { detail::run_permute<T>(mesh, std::span(ins), std::span(outs), source, description, deadline); },
       std::forward<Token>(token));
 }
 

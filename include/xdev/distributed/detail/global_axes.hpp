@@ -88,10 +88,10 @@ inline std::shared_ptr<const AxisPlans> make_axis_plans(DeadlineEngine& engine, 
 // host, each group's members on this rank combined there in local order into the group's slot of
 // the result (the groups one after another, from element `local * n` of the returned staging),
 // then reduced across the processes of each group's rank set, packed into one call.
-template <class T, class M>
+template <class T, class V, class M>
 std::shared_ptr<T[]> reduce_groups(const char* name, const M& mesh, const AxisPlans::Plan& axes,
-                                   std::span<const AnyArray<T>> arrays, const ReducePlan& plan,
-                                   const std::string& description, const Deadline& deadline) {
+                                   std::span<const V> arrays, const ReducePlan& plan, const std::string& description,
+                                   const Deadline& deadline) {
   const auto& groups = axes.groups.local;
   const std::size_t n = arrays[0].size();
   std::shared_ptr<T[]> staged = staging<T>((arrays.size() + groups.size()) * n);
@@ -117,10 +117,10 @@ std::shared_ptr<T[]> reduce_groups(const char* name, const M& mesh, const AxisPl
 // waits for the copies (keeping `keep` alive until they complete).
 template <class T, class Source>
 void scatter_to(const char* name, const T* host, std::size_t n, Source source, std::shared_ptr<void> keep,
-                std::span<AnyArray<T>> arrays, const Deadline& deadline) {
+                std::span<const Out<T>> arrays, const Deadline& deadline) {
   PendingWork copies(std::move(keep));
   for (std::size_t i = 0; i < arrays.size(); ++i)
-    arrays[i].device().copy_to_device(std::span<const T>(host + source(i) * n, n), arrays[i].buffer(),
+    arrays[i].device().copy_to_device(std::span<const T>(host + source(i) * n, n), arrays[i],
                                       copies.handler("the copy to " + arrays[i].device().name()));
   copies.wait(name, deadline);
 }
@@ -146,12 +146,11 @@ Membership membership(const M& mesh, const AxisPlans::Plan& axes, const std::vec
 
 /// all_reduce over the groups of one set of axes: `arrays` holds one array per local device.
 template <class T, class M>
-void run_all_reduce_over(const M& mesh, const AxisPlans::Plan& axes, std::span<AnyArray<T>> arrays,
+void run_all_reduce_over(const M& mesh, const AxisPlans::Plan& axes, std::span<const Out<T>> arrays,
                          const ReducePlan& plan, const std::string& description, const Deadline& deadline) {
   constexpr const char* name = "all_reduce";
   const std::size_t n = arrays[0].size();
-  auto staged = reduce_groups(name, mesh, axes, std::span<const AnyArray<T>>(arrays.data(), arrays.size()), plan,
-                              description, deadline);
+  auto staged = reduce_groups<T>(name, mesh, axes, arrays, plan, description, deadline);
   const T* packed = staged.get() + arrays.size() * n;
   const Membership in = membership(mesh, axes, {});
   scatter_to(
@@ -162,12 +161,12 @@ void run_all_reduce_over(const M& mesh, const AxisPlans::Plan& axes, std::span<A
 /// reduction, whose block p (of `out[i].size()` elements) goes to the group's member p.
 template <class T, class M>
 void run_reduce_scatter_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
-                             std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out, const ReducePlan& plan,
+                             std::span<const In<T>> in, std::span<const Out<T>> out, const ReducePlan& plan,
                              const std::string& description, const Deadline& deadline) {
   constexpr const char* name = "reduce_scatter";
   const std::size_t n = in[0].size();
   const std::size_t block = out[0].size();
-  auto staged = reduce_groups(name, mesh, axes, in, plan, description, deadline);
+  auto staged = reduce_groups<T>(name, mesh, axes, in, plan, description, deadline);
   const T* packed = staged.get() + in.size() * n;
   const Membership at = membership(mesh, axes, along);
   scatter_to(
@@ -181,7 +180,7 @@ void run_reduce_scatter_over(const M& mesh, const AxisPlans::Plan& axes, const s
 /// to one of this rank's groups.
 template <class T, class M>
 void run_all_gather_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
-                         std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out, const std::string& description,
+                         std::span<const In<T>> in, std::span<const Out<T>> out, const std::string& description,
                          const Deadline& deadline) {
   constexpr const char* name = "all_gather";
   const std::size_t n = in[0].size();
@@ -230,7 +229,7 @@ void run_all_gather_over(const M& mesh, const AxisPlans::Plan& axes, const std::
 /// roots it holds, in group order): what every rank of the set needs, and nothing else.
 template <class T, class M>
 void run_broadcast_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
-                        std::span<AnyArray<T>> arrays, std::size_t root, const std::string& description,
+                        std::span<const Out<T>> arrays, std::size_t root, const std::string& description,
                         const Deadline& deadline) {
   constexpr const char* name = "broadcast";
   const std::size_t n = arrays[0].size();
@@ -247,8 +246,8 @@ void run_broadcast_over(const M& mesh, const AxisPlans::Plan& axes, const std::v
   {
     PendingWork copies(mine);
     for (std::size_t q = 0; q < here.size(); ++q) {
-      const AnyArray<T>& a = arrays[roots[here[q]] - mesh.global_index(0)];
-      a.device().copy_to_host(a.buffer(), std::span<T>(mine.get() + q * n, n),
+      const Out<T>& a = arrays[roots[here[q]] - mesh.global_index(0)];
+      a.device().copy_to_host(a, std::span<T>(mine.get() + q * n, n),
                               copies.handler("the copy from " + a.device().name()));
     }
     copies.wait(name, deadline);
@@ -279,7 +278,7 @@ void run_broadcast_over(const M& mesh, const AxisPlans::Plan& axes, const std::v
   for (std::size_t j = 0; j < groups.size(); ++j)
     for (std::size_t i : groups[j])
       if (mesh.global_index(i) != roots[j])
-        arrays[i].device().copy_to_device(std::span<const T>(all.get() + at[j], n), arrays[i].buffer(),
+        arrays[i].device().copy_to_device(std::span<const T>(all.get() + at[j], n), arrays[i],
                                           copies.handler("the copy to " + arrays[i].device().name()));
   copies.wait(name, deadline);
 }
@@ -288,19 +287,18 @@ void run_broadcast_over(const M& mesh, const AxisPlans::Plan& axes, const std::v
 /// `root` only (the packed group reduction of `all_reduce`, kept by the roots).
 template <class T, class M>
 void run_reduce_over(const M& mesh, const AxisPlans::Plan& axes, const std::vector<std::size_t>& along,
-                     std::span<AnyArray<T>> arrays, const ReducePlan& plan, std::size_t root,
+                     std::span<const Out<T>> arrays, const ReducePlan& plan, std::size_t root,
                      const std::string& description, const Deadline& deadline) {
   constexpr const char* name = "reduce";
   const std::size_t n = arrays[0].size();
-  auto staged = reduce_groups(name, mesh, axes, std::span<const AnyArray<T>>(arrays.data(), arrays.size()), plan,
-                              description, deadline);
+  auto staged = reduce_groups<T>(name, mesh, axes, arrays, plan, description, deadline);
   const T* packed = staged.get() + arrays.size() * n;
   PendingWork copies(staged);
   for (std::size_t j = 0; j < axes.groups.local.size(); ++j) {
     const std::size_t g = group_members(mesh.shape(), along, axes.groups.base[j])[root];
     if (mesh.rank_of(g) != mesh.rank()) continue;
-    AnyArray<T>& target = arrays[g - mesh.global_index(0)];
-    target.device().copy_to_device(std::span<const T>(packed + j * n, n), target.buffer(),
+    const Out<T>& target = arrays[g - mesh.global_index(0)];
+    target.device().copy_to_device(std::span<const T>(packed + j * n, n), target,
                                    copies.handler("the copy to " + target.device().name()));
   }
   copies.wait(name, deadline);

@@ -76,7 +76,7 @@ inline std::string pairs_text(const spmd::PermutePairs& pairs) {
 
 // `source[t]`: the global device that global device t receives from (-1: none).
 template <class T, class M>
-void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
+void run_permute(const M& mesh, std::span<const In<T>> in, std::span<const Out<T>> out,
                  const std::vector<std::int64_t>& source, const std::string& description, const Deadline& deadline) {
   constexpr const char* name = "collective_permute";
   const std::size_t n = in[0].size();
@@ -90,7 +90,7 @@ void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyAr
     PendingWork copies(sent);
     for (std::size_t i = 0; i < in.size(); ++i)
       if (target[first + i] >= 0)
-        in[i].device().copy_to_host(in[i].buffer(), std::span<T>(sent.get() + i * n, n),
+        in[i].device().copy_to_host(in[i], std::span<T>(sent.get() + i * n, n),
                                     copies.handler("the copy from " + in[i].device().name()));
     copies.wait(name, deadline);
   }
@@ -122,7 +122,7 @@ void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyAr
   // 3. To every local output.
   PendingWork copies(received);
   for (std::size_t i = 0; i < out.size(); ++i)
-    out[i].device().copy_to_device(std::span<const T>(received.get() + i * n, n), out[i].buffer(),
+    out[i].device().copy_to_device(std::span<const T>(received.get() + i * n, n), out[i],
                                    copies.handler("the copy to " + out[i].device().name()));
   copies.wait(name, deadline);
 }
@@ -130,7 +130,7 @@ void run_permute(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyAr
 // `groups[i]`: local device i's group, as global devices in group order (every global device
 // for the collective over every device). Block j of a device's input goes to its group's member j.
 template <class T, class M>
-void run_all_to_all(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out, std::size_t split,
+void run_all_to_all(const M& mesh, std::span<const In<T>> in, std::span<const Out<T>> out, std::size_t split,
                     std::size_t concat, const std::vector<std::vector<std::size_t>>& groups,
                     const std::string& description, const Deadline& deadline) {
   constexpr const char* name = "all_to_all";
@@ -190,7 +190,7 @@ void run_all_to_all(const M& mesh, std::span<const AnyArray<T>> in, std::span<An
   }
   PendingWork copies(outputs);
   for (std::size_t i = 0; i < local; ++i)
-    out[i].device().copy_to_device(std::span<const T>(outputs.get() + i * n, n), out[i].buffer(),
+    out[i].device().copy_to_device(std::span<const T>(outputs.get() + i * n, n), out[i],
                                    copies.handler("the copy to " + out[i].device().name()));
   copies.wait(name, deadline);
 }

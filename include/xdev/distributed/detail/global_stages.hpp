@@ -113,13 +113,15 @@ class PendingWork {
   std::shared_ptr<void> keep_;
 };
 
-// `a`'s memory when it is host memory (the host backend), once the work submitted to its
-// device's default stream before now has completed; nullptr for other memory.
+// The window `a`'s memory when it is host memory (the host backend), once the work submitted to
+// its device's default stream before now has completed; nullptr for other memory. Windows of a
+// collective are contiguous (`check_local_arrays`).
 template <class T>
-T* host_memory(const char* name, const AnyArray<T>& a, const Deadline& deadline) {
+T* host_memory(const char* name, const AnyArrayView<T>& a, const Deadline& deadline) {
   const AnyDevice& d = a.device();
-  T* p = static_cast<T*>(d.model().host_address(a.buffer().native_handle()));
+  T* p = static_cast<T*>(d.model().host_address(a.native_handle()));
   if (p != nullptr) {
+    p += a.offset();
     PendingWork earlier;
     d.default_stream().record().on_ready(
         [h = earlier.handler("the work submitted to " + d.name() + " before the call")]() mutable { h(nullptr); });
@@ -134,48 +136,107 @@ std::shared_ptr<T[]> staging(std::size_t n) {
   return std::shared_ptr<T[]>(new T[n == 0 ? 1 : n]);
 }
 
-// Copies the arrays of `from` (n elements each) to the host, one after another from `to[0]`, and
-// waits for the copies.
+// The operands of a collective as windows (`AnyArrayView`): of mutable elements for what it writes
+// (`Out`), of const ones for what it only reads (`In`). A whole array is the window of all of it.
 template <class T>
-void copy_to_host(const char* name, std::span<const AnyArray<T>> from, const std::shared_ptr<T[]>& to,
-                  const Deadline& deadline) {
+using Out = AnyArrayView<T>;
+template <class T>
+using In = AnyArrayView<const T>;
+template <class V, class A>
+std::vector<V> windows_of(std::span<A> operands) {
+  return std::vector<V>(operands.begin(), operands.end());
+}
+
+// An operand a public collective accepts: `AnyArray<T>` or a contiguous window `AnyArrayView<T>`
+// (const or not, where it is only read); `element_t` is T.
+template <class A>
+struct operand_traits {};
+template <class T>
+struct operand_traits<AnyArray<T>> {
+  using element = T;
+  static constexpr bool writable = true;
+};
+template <class T>
+struct operand_traits<const AnyArray<T>> {
+  using element = T;
+  static constexpr bool writable = false;
+};
+template <class T>
+struct operand_traits<AnyArrayView<T>> {
+  using element = std::remove_const_t<T>;
+  static constexpr bool writable = !std::is_const_v<T>;
+};
+template <class T>
+struct operand_traits<const AnyArrayView<T>> : operand_traits<AnyArrayView<T>> {};
+template <class A>
+using element_t = typename operand_traits<A>::element;
+/// Read by a collective: an array or a window.
+template <class A>
+concept Operand = requires {
+  typename operand_traits<A>::element;
+};
+/// Written by a collective: an array or a window of mutable elements.
+template <class A>
+concept Target = Operand<A> && operand_traits<A>::writable;
+/// Inputs and outputs of one element type.
+template <class I, class O>
+concept Operands = Operand<I> && Target<O> && std::is_same_v<element_t<I>, element_t<O>>;
+
+// Copies the windows of `from` (n elements each) to the host, one after another from `to[0]`,
+// and waits for the copies.
+template <class T, class V>
+void copy_to_host(const char* name, std::span<const V> from, const std::shared_ptr<T[]>& to, const Deadline& deadline) {
   PendingWork copies(to);
   const std::size_t n = from[0].size();
   for (std::size_t i = 0; i < from.size(); ++i)
-    from[i].device().copy_to_host(from[i].buffer(), std::span<T>(to.get() + i * n, n),
+    from[i].device().copy_to_host(from[i], std::span<T>(to.get() + i * n, n),
                                   copies.handler("the copy from " + from[i].device().name()));
   copies.wait(name, deadline);
 }
 
-// Copies `host` into every array of `arrays` but `skip` (an index, or arrays.size() for none).
+// Copies `host` into every window of `arrays` but `skip` (an index, or arrays.size() for none).
 template <class T>
-void fan_out(const char* name, std::span<const T> host, std::shared_ptr<void> keep, std::span<AnyArray<T>> arrays,
+void fan_out(const char* name, std::span<const T> host, std::shared_ptr<void> keep, std::span<const Out<T>> arrays,
              std::size_t skip, const Deadline& deadline) {
   PendingWork copies(std::move(keep));
   for (std::size_t i = 0; i < arrays.size(); ++i)
     if (i != skip)
-      arrays[i].device().copy_to_device(host, arrays[i].buffer(),
-                                        copies.handler("the copy to " + arrays[i].device().name()));
+      arrays[i].device().copy_to_device(host, arrays[i], copies.handler("the copy to " + arrays[i].device().name()));
   copies.wait(name, deadline);
 }
 
-// Checks one array per local device, all of the same shape.
-template <class T, class M>
-void check_local_arrays(const char* name, const char* what, const M& mesh, std::span<const AnyArray<T>> arrays) {
+// Checks one array or contiguous window per local device, all of the same shape.
+template <class T, class A, class M>
+std::vector<spmd::detail::ArrayRef> check_local_arrays(const char* name, const char* what, const M& mesh,
+                                                       std::span<A> arrays) {
   const std::string full = std::string("distributed::") + name;
-  (void)spmd::detail::check_arrays<T>(full.c_str(), what, mesh.local_mesh(), arrays);
+  auto refs = spmd::detail::check_arrays<T>(full.c_str(), what, mesh.local_mesh(),
+                                            std::span<const std::remove_const_t<A>>(arrays.data(), arrays.size()));
   for (std::size_t i = 1; i < arrays.size(); ++i)
     if (arrays[i].shape() != arrays[0].shape())
       throw error(errc::invalid_argument, full + ": " + what + "[" + std::to_string(i) + "] has shape " +
                                               to_string(arrays[i].shape()) + " but " + what + "[0] has " +
                                               to_string(arrays[0].shape()) + "; the arrays must have the same shape");
+  return refs;
+}
+
+// Checks the inputs and outputs of a collective that does not work in place: no output is its
+// device's input, and no output window shares elements with its device's input window.
+template <class T, class I, class O, class M>
+void check_in_out(const char* name, const M& mesh, std::span<I> in, std::span<O> out) {
+  spmd::detail::CollectivePlan plan;
+  plan.in = check_local_arrays<T>(name, "in", mesh, in);
+  plan.out = check_local_arrays<T>(name, "out", mesh, out);
+  const std::string full = std::string("distributed::") + name;
+  spmd::detail::check_apart(
+      full.c_str(), plan,
+      spmd::detail::is_window_v<std::remove_const_t<I>> || spmd::detail::is_window_v<std::remove_const_t<O>>);
 }
 
 // Checks an output array per local device of shape `want`.
-template <class T, class M>
-void check_outputs(const char* name, const M& mesh, std::span<const AnyArray<T>> out, const Shape& want,
-                   const std::string& why) {
-  check_local_arrays<T>(name, "out", mesh, out);
+template <class T, class O, class M>
+void check_outputs(const char* name, const M& mesh, std::span<O> out, const Shape& want, const std::string& why) {
+  (void)check_local_arrays<T>(name, "out", mesh, out);
   if (out[0].shape() != want)
     throw error(errc::invalid_argument, std::string("distributed::") + name + ": out[0] has shape " +
                                             to_string(out[0].shape()) + " but " + why + " gives " + to_string(want));
@@ -334,7 +395,7 @@ inline std::size_t pipeline_pieces(std::size_t bytes, std::size_t local, std::in
 }
 
 template <class T, class M>
-void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& plan, const Deadline& deadline) {
+void run_all_reduce(const M& mesh, std::span<const Out<T>> arrays, const ReducePlan& plan, const Deadline& deadline) {
   constexpr const char* name = "all_reduce";
   const std::size_t n = arrays[0].size();
   const auto rows = arrays[0].shape().rank() == 0 ? std::int64_t{1} : arrays[0].shape()[0];
@@ -359,7 +420,7 @@ void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePl
   // 1. Within the process, piece by piece on the local mesh (sum for mean).
   auto local_reduce = [&](std::size_t c) {
     std::vector<AnyArrayView<T>> windows;
-    for (auto& a : arrays) windows.push_back(pieces == 1 ? AnyArrayView<T>(a) : xdev::slice(a, rows_of(c)));
+    for (const auto& a : arrays) windows.push_back(pieces == 1 ? a : xdev::slice(a, rows_of(c)));
     return spmd::all_reduce(mesh.local_mesh(), axis, std::span(windows), plan.local_op,
                             spmd::CollectiveOptions{.timeout = deadline.remaining()});
   };
@@ -378,7 +439,7 @@ void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePl
       // 2. Across the processes, in host memory.
       if (staged) {
         PendingWork in(staged);
-        arrays[0].device().copy_to_host(pieces == 1 ? AnyArrayView<T>(arrays[0]) : xdev::slice(arrays[0], r), piece,
+        arrays[0].device().copy_to_host(pieces == 1 ? arrays[0] : xdev::slice(arrays[0], r), piece,
                                         in.handler("the copy from " + arrays[0].device().name()));
         in.wait(name, deadline);
       }
@@ -388,7 +449,7 @@ void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePl
       // while the next piece goes on.
       for (std::size_t i = staged ? 0 : 1; i < arrays.size(); ++i)
         arrays[i].device().copy_to_device(std::span<const T>(piece),
-                                          pieces == 1 ? AnyArrayView<T>(arrays[i]) : xdev::slice(arrays[i], r),
+                                          pieces == 1 ? arrays[i] : xdev::slice(arrays[i], r),
                                           copies.handler("the copy to " + arrays[i].device().name()));
     }
   } catch (...) {
@@ -407,8 +468,7 @@ void run_all_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePl
 }
 
 template <class T, class M>
-void run_all_gather(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
-                    const Deadline& deadline) {
+void run_all_gather(const M& mesh, std::span<const In<T>> in, std::span<const Out<T>> out, const Deadline& deadline) {
   constexpr const char* name = "all_gather";
   // 1. This rank's blocks, in local order, to the host.
   const std::size_t block = in[0].size();
@@ -432,8 +492,8 @@ void run_all_gather(const M& mesh, std::span<const AnyArray<T>> in, std::span<An
 }
 
 template <class T, class M>
-void run_reduce_scatter(const M& mesh, std::span<const AnyArray<T>> in, std::span<AnyArray<T>> out,
-                        const ReducePlan& plan, const Deadline& deadline) {
+void run_reduce_scatter(const M& mesh, std::span<const In<T>> in, std::span<const Out<T>> out, const ReducePlan& plan,
+                        const Deadline& deadline) {
   constexpr const char* name = "reduce_scatter";
   // 1. This rank's inputs combined on the host, in local order.
   const std::size_t n = in[0].size();
@@ -452,13 +512,13 @@ void run_reduce_scatter(const M& mesh, std::span<const AnyArray<T>> in, std::spa
   // 3. Block i to local device i.
   PendingWork copies(mine);
   for (std::size_t i = 0; i < out.size(); ++i)
-    out[i].device().copy_to_device(std::span<const T>(mine.get() + i * block, block), out[i].buffer(),
+    out[i].device().copy_to_device(std::span<const T>(mine.get() + i * block, block), out[i],
                                    copies.handler("the copy to " + out[i].device().name()));
   copies.wait(name, deadline);
 }
 
 template <class T, class M>
-void run_broadcast(const M& mesh, std::span<AnyArray<T>> arrays, std::size_t root, const Deadline& deadline) {
+void run_broadcast(const M& mesh, std::span<const Out<T>> arrays, std::size_t root, const Deadline& deadline) {
   constexpr const char* name = "broadcast";
   const std::uint32_t root_rank = mesh.rank_of(root);
   const bool here = root_rank == mesh.rank();
@@ -471,7 +531,7 @@ void run_broadcast(const M& mesh, std::span<AnyArray<T>> arrays, std::size_t roo
   if (host == nullptr) {
     staged = staging<T>(n);
     host = staged.get();
-    if (here) copy_to_host(name, std::span<const AnyArray<T>>(arrays.data() + local, 1), staged, deadline);
+    if (here) copy_to_host(name, arrays.subspan(local, 1), staged, deadline);
   }
   mesh.session().engine().broadcast(std::as_writable_bytes(std::span<T>(host, n)), root_rank,
                                     "arrays of shape " + to_string(arrays[0].shape()) + ", " + element_text(sizeof(T)) +
@@ -481,7 +541,7 @@ void run_broadcast(const M& mesh, std::span<AnyArray<T>> arrays, std::size_t roo
 }
 
 template <class T, class M>
-void run_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& plan, std::size_t root,
+void run_reduce(const M& mesh, std::span<const Out<T>> arrays, const ReducePlan& plan, std::size_t root,
                 const Deadline& deadline) {
   constexpr const char* name = "reduce";
   const std::uint32_t root_rank = mesh.rank_of(root);
@@ -489,7 +549,7 @@ void run_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& 
   // written.
   const std::size_t n = arrays[0].size();
   auto inputs = staging<T>(n * arrays.size());
-  copy_to_host(name, std::span<const AnyArray<T>>(arrays.data(), arrays.size()), inputs, deadline);
+  copy_to_host(name, arrays, inputs, deadline);
   const std::span<T> acc(inputs.get(), n);
   for (std::size_t i = 1; i < arrays.size(); ++i)
     combine_on_host(plan.local_op, acc, std::span<const T>(inputs.get() + i * n, n));
@@ -498,9 +558,9 @@ void run_reduce(const M& mesh, std::span<AnyArray<T>> arrays, const ReducePlan& 
   if (root_rank != mesh.rank()) return;
   // 3. On the root's rank, into the root's array.
   finish_mean(plan, acc, mesh.size());
-  AnyArray<T>& target = arrays[root - mesh.first_index_of(root_rank)];
+  const Out<T>& target = arrays[root - mesh.first_index_of(root_rank)];
   PendingWork copy(inputs);
-  target.device().copy_to_device(std::span<const T>(acc), target.buffer(),
+  target.device().copy_to_device(std::span<const T>(acc), target,
                                  copy.handler("the copy to " + target.device().name()));
   copy.wait(name, deadline);
 }
