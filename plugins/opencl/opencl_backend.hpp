@@ -397,6 +397,37 @@ class OpenCL {
     copy_rect(device, dst, r, const_cast<void*>(src), false, std::move(done));
   }
 
+  /// A copy between strided windows (`concepts::StridedCopies`): within one context and between
+  /// two buffers, one `clEnqueueCopyBufferRect` on the source device's queue. Windows of one
+  /// buffer (their rectangles may interleave, which OpenCL refuses as an overlap), two contexts,
+  /// or a slice pitch that is no multiple of the row pitch go one `copy_between` per row.
+  void copy_between_strided(std::size_t sd, memory_handle src, const xdev::StridedRegion& sr, std::size_t dd,
+                            memory_handle dst, const xdev::StridedRegion& dr, xdev::Completion done) {
+    if (sr.bytes() == 0) return done(nullptr);
+    Dev& s = dev(sd);
+    Dev& t = dev(dd);
+    const auto slice_pitch = [](const xdev::StridedRegion& r) {
+      return r.slices > 1 ? r.slice_pitch : r.rows * r.row_pitch;
+    };
+    const std::size_t sp = slice_pitch(sr), dp = slice_pitch(dr);
+    if (src == dst || s.context != t.context || sp % sr.row_pitch != 0 || dp % dr.row_pitch != 0)
+      return xdev::detail::start_parts(
+          sr.rows * sr.slices,
+          [&](std::size_t i, xdev::Completion part) {
+            copy_between(sd, src, sr.row_offset(i), dd, dst, dr.row_offset(i), sr.row_bytes, std::move(part));
+          },
+          std::move(done));
+    const std::size_t from[3] = {sr.offset % sp % sr.row_pitch, sr.offset % sp / sr.row_pitch, sr.offset / sp};
+    const std::size_t to[3] = {dr.offset % dp % dr.row_pitch, dr.offset % dp / dr.row_pitch, dr.offset / dp};
+    const std::size_t region[3] = {sr.row_bytes, sr.rows, sr.slices};
+    std::unique_lock lk(s.m);
+    cl_event ev = nullptr;
+    cl_check(clEnqueueCopyBufferRect(queue_of(s), src, dst, from, to, region, sr.row_pitch, sp, dr.row_pitch, dp, 0,
+                                     nullptr, &ev),
+             s.label, "clEnqueueCopyBufferRect");
+    complete_on(s, lk, ev, pending(std::move(done), s.label + ": strided copy to " + t.label));
+  }
+
   /// Within one context, a `clEnqueueCopyBuffer` on the source device's queue; between contexts,
   /// through host memory: a read on the source's queue whose completion enqueues the write on the
   /// destination's.

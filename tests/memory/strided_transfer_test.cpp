@@ -104,6 +104,29 @@ TEST(RegionPlan, MoreThanTwoStridedDimensionsMakeOneRegionPerOuterIndex) {
   EXPECT_EQ(p.region_bytes(), 2u * 3u * 2u * 4u);
 }
 
+TEST(PairPlan, TwoWindowsShareTheirCommonDenseTailAndKeepTheirOwnPitches) {
+  // Columns [1, 4) of an [8, 6] array into a dense [8, 3] one: 8 rows of 3, pitches 24 and 12.
+  const xdev::detail::PairPlan p(layout(1, {8, 3}, {6, 1}), layout(0, {8, 3}, {3, 1}), sizeof(float));
+  ASSERT_EQ(p.count(), 1u);
+  const auto pair = p.pair(0);
+  EXPECT_EQ(pair.src.row_bytes, 12u);
+  EXPECT_EQ(pair.dst.row_bytes, 12u);
+  EXPECT_EQ(pair.src.rows, 8u);
+  EXPECT_EQ(pair.src.row_pitch, 24u);
+  EXPECT_EQ(pair.dst.row_pitch, 12u);
+  EXPECT_EQ(pair.src.offset, 4u);
+  EXPECT_EQ(pair.dst.offset, 0u);
+  // A whole [4, 5, 6] array (one run) into rows [1, 6) of dimension 1 of a [4, 8, 6] one: the
+  // tail common to both is 5 x 6 elements, so 4 rows of 120 bytes at pitches 120 and 192.
+  const xdev::detail::PairPlan q(layout(0, {4, 5, 6}, {30, 6, 1}), layout(6, {4, 5, 6}, {48, 6, 1}), sizeof(float));
+  ASSERT_EQ(q.count(), 1u);
+  EXPECT_EQ(q.pair(0).src.row_bytes, 120u);
+  EXPECT_EQ(q.pair(0).src.rows, 4u);
+  EXPECT_EQ(q.pair(0).src.row_pitch, 120u);
+  EXPECT_EQ(q.pair(0).dst.row_pitch, 192u);
+  EXPECT_EQ(q.pair(0).dst.offset, 24u);
+}
+
 TEST(RegionPlan, ContiguousAndEmptyWindows) {
   const RegionPlan rows(layout(12, {2, 6}, {6, 1}), sizeof(float));
   EXPECT_EQ(rows.count(), 1u);
@@ -138,6 +161,16 @@ class CountingHost : public Host {
     ++strided;
     Host::copy_to_device_strided(d, src, h, r, std::move(c));
   }
+  void copy_between(std::size_t sd, memory_handle s, std::size_t from, std::size_t dd, memory_handle d, std::size_t to,
+                    std::size_t n, xdev::Completion c) {
+    ++plain;
+    Host::copy_between(sd, s, from, dd, d, to, n, std::move(c));
+  }
+  void copy_between_strided(std::size_t sd, memory_handle s, const xdev::StridedRegion& sr, std::size_t dd,
+                            memory_handle d, const xdev::StridedRegion& dr, xdev::Completion c) {
+    ++strided;
+    Host::copy_between_strided(sd, s, sr, dd, d, dr, std::move(c));
+  }
   std::atomic<int> plain{0};
   std::atomic<int> strided{0};
 };
@@ -148,11 +181,14 @@ class RunsOnlyHost : public CountingHost {
   void copy_to_host_strided(std::size_t, memory_handle, const xdev::StridedRegion&, void*, xdev::Completion) = delete;
   void copy_to_device_strided(std::size_t, const void*, memory_handle, const xdev::StridedRegion&,
                               xdev::Completion) = delete;
+  void copy_between_strided(std::size_t, memory_handle, const xdev::StridedRegion&, std::size_t, memory_handle,
+                            const xdev::StridedRegion&, xdev::Completion) = delete;
 };
 
 static_assert(xdev::concepts::StridedTransfers<Host>);
 static_assert(xdev::concepts::StridedTransfers<CountingHost>);
 static_assert(!xdev::concepts::StridedTransfers<RunsOnlyHost>);
+static_assert(xdev::concepts::StridedCopies<Host> && !xdev::concepts::StridedCopies<RunsOnlyHost>);
 
 // [0, 1, 2, ...] in an array of `shape` on `dev`.
 template <class Dev>
@@ -265,6 +301,42 @@ TYPED_TEST(StridedTransfers, ErasedWindowsMakeTheSameCallsThroughAnyDevice) {
     }
   }
   EXPECT_EQ(set, out.size());
+}
+
+TYPED_TEST(StridedTransfers, AWindowCopiesIntoAnotherInOneCallPerPairOrOnePerRow) {
+  constexpr bool hook = std::is_same_v<TypeParam, CountingHost>;
+  auto a = iota_array(this->dev, {4, 5, 6});
+  auto b = xdev::empty<float>(this->dev, {4, 8, 6});
+  const std::vector<float> minus(b.size(), -1.0f);
+  this->dev.copy_to_device(std::span<const float>(minus), b.buffer()).get();
+  auto& c = this->backend();
+  c.strided = 0;
+  c.plain = 0;
+  // A box of `a` into a box of `b`: one pair of regions (3 rows of 3, in 2 slices).
+  this->dev.copy(xdev::slice(a, {1, 3}, {1, 4}, {2, 5}), xdev::slice(b, {0, 2}, {4, 7}, {0, 3})).get();
+  EXPECT_EQ(c.strided.load(), hook ? 1 : 0);
+  EXPECT_EQ(c.plain.load(), hook ? 0 : 6);
+  std::vector<float> all(b.size());
+  this->dev.copy_to_host(b.buffer(), std::span<float>(all)).get();
+  const std::vector<float> box = iota_box(5, 6, {1, 3}, {1, 4}, {2, 5});
+  std::size_t p = 0;
+  for (std::size_t e = 0; e < all.size(); ++e) {
+    const std::size_t l = e % 6, k = e / 6 % 8, i = e / 48;
+    const bool inside = i < 2 && k >= 4 && k < 7 && l < 3;
+    EXPECT_EQ(all[e], inside ? box[p++] : -1.0f) << e;
+  }
+  // Through AnyDevice, two columns of one array (interleaved windows): one pair, or a copy per row.
+  xdev::AnyDevice any(this->dev);
+  auto z = iota_array(any, {6, 4});
+  c.strided = 0;
+  c.plain = 0;
+  any.copy(xdev::slice(z, xdev::all, {0, 1}), xdev::slice(z, xdev::all, {3, 4})).get();
+  EXPECT_EQ(c.strided.load(), hook ? 1 : 0);
+  EXPECT_EQ(c.plain.load(), hook ? 0 : 6);
+  std::vector<float> zs(z.size());
+  any.copy_to_host(z, std::span<float>(zs)).get();
+  for (std::size_t e = 0; e < zs.size(); ++e)
+    EXPECT_EQ(zs[e], e % 4 == 3 ? static_cast<float>(e - 3) : static_cast<float>(e)) << e;
 }
 
 }  // namespace

@@ -211,6 +211,29 @@ TEST_F(OpenCLBackend, StridedRegionsRoundTripThroughRectTransfers) {
     EXPECT_EQ(all, want) << "slice pitch " << r.slice_pitch;
     run([&](xdev::Completion d) { b().copy_to_device(0, in.data(), a, 0, bytes, std::move(d)); });
   }
+  // Between windows: the first region of `a` into the same rows of a second buffer at other
+  // pitches (one clEnqueueCopyBufferRect), and column 0 into column 9 of `a` itself (interleaved
+  // rectangles: one copy per row).
+  static_assert(xdev::concepts::StridedCopies<OpenCL>);
+  auto c = b().allocate(0, bytes);
+  std::vector<std::int32_t> minus(in.size(), -1);
+  run([&](xdev::Completion d) { b().copy_to_device(0, minus.data(), c, 0, bytes, std::move(d)); });
+  const xdev::StridedRegion from{(50 + 10 + 2) * 4, 12, 3, 40, 2, 200};
+  const xdev::StridedRegion to{4, 12, 3, 16, 2, 64};  // [.., 4, 4]: columns [1, 4) of rows [0, 3)
+  run([&](xdev::Completion d) { b().copy_between_strided(0, a, from, 0, c, to, std::move(d)); });
+  std::vector<std::int32_t> got(in.size());
+  run([&](xdev::Completion d) { b().copy_to_host(0, c, 0, got.data(), bytes, std::move(d)); });
+  std::vector<std::int32_t> want = minus;
+  for (std::size_t i = 0; i < 6; ++i)
+    for (std::size_t e = 0; e < 3; ++e) want[to.row_offset(i) / 4 + e] = in[from.row_offset(i) / 4 + e];
+  EXPECT_EQ(got, want);
+  const xdev::StridedRegion col0{0, 4, 20, 40, 1, 800}, col9{36, 4, 20, 40, 1, 800};
+  run([&](xdev::Completion d) { b().copy_between_strided(0, a, col0, 0, a, col9, std::move(d)); });
+  run([&](xdev::Completion d) { b().copy_to_host(0, a, 0, got.data(), bytes, std::move(d)); });
+  want = in;
+  for (std::size_t r = 0; r < 20; ++r) want[r * 10 + 9] = in[r * 10];
+  EXPECT_EQ(got, want);
+  b().deallocate(0, c, bytes);
   b().deallocate(0, a, bytes);
 }
 

@@ -811,11 +811,23 @@ xdev_status strided_to_device_entry(void*, std::uint64_t, const void* src, xdev_
   return XDEV_OK;
 }
 
-// Reads columns [1, 3) of a [6, 5] iota matrix on `api`'s device 0 and writes columns [3, 5);
-// returns the strided calls made.
+std::atomic<int> strided_copies{0};
+xdev_status strided_between_entry(void*, std::uint64_t, xdev_memory src, const xdev_strided_region* sr, std::uint64_t,
+                                  xdev_memory dst, const xdev_strided_region* dr, const xdev_completion* done,
+                                  xdev_error*) {
+  ++strided_copies;
+  for (std::uint64_t i = 0; i < sr->rows * sr->slices; ++i)
+    std::memmove(const_cast<std::byte*>(row_of(dst, *dr, i)), row_of(src, *sr, i), sr->row_bytes);
+  done->complete(done->context, XDEV_OK, nullptr);
+  return XDEV_OK;
+}
+
+// Reads columns [1, 3) of a [6, 5] iota matrix on `api`'s device 0, writes columns [3, 5), then
+// copies column 0 into column 2; returns the strided calls made (to the host and back, between).
 std::pair<int, int> strided_round_trip(const xdev_plugin_api* api, const std::shared_ptr<void>& library) {
   strided_reads = 0;
   strided_writes = 0;
+  strided_copies = 0;
   {
     xdev::Runtime<PluginBackend> rt({}, api, library);
     const xdev::AnyDevice d(rt.device(0));
@@ -833,11 +845,14 @@ std::pair<int, int> strided_round_trip(const xdev_plugin_api* api, const std::sh
     d.copy_to_host(a, std::span<float>(after)).get();
     for (std::size_t i = 0; i < after.size(); ++i)
       EXPECT_EQ(after[i], i % 5 >= 3 ? patch[i / 5 * 2 + i % 5 - 3] : v[i]) << i;
+    d.copy(xdev::slice(a, xdev::all, {0, 1}), xdev::slice(a, xdev::all, {2, 3})).get();
+    d.copy_to_host(a, std::span<float>(after)).get();
+    for (std::size_t r = 0; r < 6; ++r) EXPECT_EQ(after[r * 5 + 2], v[r * 5]) << r;
   }
-  return {strided_reads.load(), strided_writes.load()};
+  return {strided_reads.load() + 10 * strided_copies.load(), strided_writes.load()};
 }
 
-TEST(StridedEntries, ATableOfV111CopiesAWindowInOneCallEachWayAnOlderOneRowByRow) {
+TEST(StridedEntries, ATableOfV111CopiesAWindowInOneCallAnOlderOneRowByRow) {
   const plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
   ASSERT_EQ(ref.api->copy_to_host_strided, nullptr) << "REF copies row by row";
   EXPECT_EQ(strided_round_trip(ref.api, ref.library), std::make_pair(0, 0));
@@ -845,6 +860,8 @@ TEST(StridedEntries, ATableOfV111CopiesAWindowInOneCallEachWayAnOlderOneRowByRow
   t.copy_to_host_strided = &strided_to_host_entry;
   t.copy_to_device_strided = &strided_to_device_entry;
   EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(1, 1));
+  t.copy_between_strided = &strided_between_entry;  // on its own: (reads + 10 x copies, writes)
+  EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(11, 1));
 
   t.abi_minor = 10;  // full size, entries set: still a 1.10 table
   EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(0, 0));
@@ -855,7 +872,7 @@ TEST(StridedEntries, ATableOfV111CopiesAWindowInOneCallEachWayAnOlderOneRowByRow
   EXPECT_EQ(strided_round_trip(ends_before.api(), ref.library), std::make_pair(0, 0))
       << "a table that ends before them";
   t.copy_to_device_strided = nullptr;
-  EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(0, 0)) << "both or neither";
+  EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(10, 0)) << "both or neither; the copy on its own";
 }
 
 }  // namespace

@@ -560,6 +560,24 @@ TEST(DefinePlugin, StridedEntriesFollowTheBackendAndCheckTheRegion) {
   EXPECT_EQ(abi.api->copy_to_device_strided(c.backend, 0, minus.data(), x, nullptr, &dc, &e.c),
             XDEV_ERR_INVALID_ARGUMENT);
   EXPECT_THAT(e.message, HasSubstr("strided region is null"));
+
+  // Between windows: column 0 of the matrix into column 3, as 6 rows of one element; regions of
+  // different rows are refused.
+  EXPECT_EQ(ref.api->copy_between_strided, nullptr);
+  ASSERT_NE(abi.api->copy_between_strided, nullptr);
+  const xdev_strided_region col0{sizeof(xdev_strided_region), 0, 4, 6, 16, 1, 96};
+  const xdev_strided_region col3{sizeof(xdev_strided_region), 12, 4, 6, 16, 1, 96};
+  Completions moved;
+  const xdev_completion mc = moved.c();
+  ASSERT_EQ(abi.api->copy_between_strided(c.backend, 0, x, &col0, 0, x, &col3, &mc, &err.c), XDEV_OK);
+  ASSERT_TRUE(moved.wait());
+  const std::vector<std::int32_t> cols = read_i32(c, x, 24);
+  for (std::size_t r = 0; r < 6; ++r) EXPECT_EQ(cols[r * 4 + 3], cols[r * 4]) << r;
+  const xdev_strided_region five{sizeof(xdev_strided_region), 12, 4, 5, 16, 1, 80};
+  Errors rows;
+  EXPECT_EQ(abi.api->copy_between_strided(c.backend, 0, x, &col0, 0, x, &five, &mc, &rows.c),
+            XDEV_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(rows.message, HasSubstr("do not have the same rows"));
 }
 
 TEST(DefinePlugin, TheCompletionIsCalledExactlyOnce) {

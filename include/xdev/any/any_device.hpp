@@ -376,10 +376,8 @@ class AnyStream : public detail::StreamCore {
         std::forward<Token>(token));
   }
 
-  /// Copies the elements of the window `src` into host memory `dst`, densely in the view's
-  /// row-major order: one backend transfer for a contiguous view; for a strided one, one call per
-  /// strided region when the backend has `concepts::StridedTransfers` (the OpenCL plugin), else
-  /// one transfer per contiguous run.
+  /// Copies the window `src` into host memory `dst`, densely in the view's row-major order, as
+  /// `Stream<B>::copy_to_host` of a view (strided regions: docs/views.md).
   /// \throws xdev::error `errc::invalid_argument` when sizes differ or `src` is not on this stream's device.
   template <class T, class Token = const use_future_t&>
   auto copy_to_host(const AnyArrayView<T>& src, std::span<std::remove_const_t<T>> dst,
@@ -390,20 +388,15 @@ class AnyStream : public detail::StreamCore {
     auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(),
                    dst = reinterpret_cast<std::byte*>(dst.data())](Completion done) {
       dev.queue()->note_transfer(TransferDirection::to_host, layout.numel() * sizeof(V));
-      if (layout.run_count() <= 1)
-        detail::start_runs(
-            layout, sizeof(V),
-            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-              dev.model().copy_to_host(h, at, dst + host, bytes, std::move(part));
-            },
-            dev.keep_alive(std::move(done)));
-      else
-        detail::start_regions(
-            layout, sizeof(V),
-            [&](const StridedRegion& r, std::size_t host, Completion part) {
-              dev.model().copy_to_host_strided(h, r, dst + host, std::move(part));
-            },
-            dev.keep_alive(std::move(done)));
+      detail::start_view_transfer(
+          layout, sizeof(V),
+          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+            dev.model().copy_to_host(h, at, dst + host, bytes, std::move(part));
+          },
+          [&](const StridedRegion& r, std::size_t host, Completion part) {
+            dev.model().copy_to_host_strided(h, r, dst + host, std::move(part));
+          },
+          dev.keep_alive(std::move(done)));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,
@@ -423,20 +416,15 @@ class AnyStream : public detail::StreamCore {
     auto launch = [dev = device_, src = reinterpret_cast<const std::byte*>(src.data()), h = dst.native_handle(),
                    layout = dst.layout()](Completion done) {
       dev.queue()->note_transfer(TransferDirection::from_host, layout.numel() * sizeof(T));
-      if (layout.run_count() <= 1)
-        detail::start_runs(
-            layout, sizeof(T),
-            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-              dev.model().copy_to_device(src + host, h, at, bytes, std::move(part));
-            },
-            dev.keep_alive(std::move(done)));
-      else
-        detail::start_regions(
-            layout, sizeof(T),
-            [&](const StridedRegion& r, std::size_t host, Completion part) {
-              dev.model().copy_to_device_strided(src + host, h, r, std::move(part));
-            },
-            dev.keep_alive(std::move(done)));
+      detail::start_view_transfer(
+          layout, sizeof(T),
+          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+            dev.model().copy_to_device(src + host, h, at, bytes, std::move(part));
+          },
+          [&](const StridedRegion& r, std::size_t host, Completion part) {
+            dev.model().copy_to_device_strided(src + host, h, r, std::move(part));
+          },
+          dev.keep_alive(std::move(done)));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,
@@ -471,9 +459,8 @@ class AnyStream : public detail::StreamCore {
   }
 
   /// Copies the window `src` into the window `dst` (device→device), as `Stream<B>::copy` of two
-  /// views: element by element in row-major order, one backend transfer per piece common to both
-  /// windows' contiguous runs. Shapes must be equal; one of the two must be on this stream's device,
-  /// both on one runtime; windows onto one array must not share an element.
+  /// views, element by element in row-major order. Shapes must be equal; one of the two must be on
+  /// this stream's device, both on one runtime; windows onto one array must not share an element.
   /// \throws xdev::error `errc::invalid_argument` for any of these.
   template <class S, class T, class Token = const use_future_t&>
   requires(!std::is_const_v<T> &&
@@ -486,10 +473,13 @@ class AnyStream : public detail::StreamCore {
     auto launch = [dev = device_, sq = sd.queue(), s = sd.ordinal(), sh = src.native_handle(), sl = src.layout(),
                    dq = dd.queue(), d = dd.ordinal(), dh = dst.native_handle(), dl = dst.layout()](Completion done) {
       detail::note_copy(*sq, *dq, sl.numel() * sizeof(T));
-      detail::start_run_pairs(
+      detail::start_view_copy(
           sl, dl, sizeof(T),
           [&](std::size_t from, std::size_t to, std::size_t bytes, Completion part) {
             dev.model().copy_between(s, sh, from, d, dh, to, bytes, dev.keep_alive(std::move(part)));
+          },
+          [&](const StridedRegion& from, const StridedRegion& to, Completion part) {
+            dev.model().copy_between_strided(s, sh, from, d, dh, to, dev.keep_alive(std::move(part)));
           },
           std::move(done));
     };

@@ -112,6 +112,11 @@ class AdoptedMemoryModel final : public AnyDeviceModel {
                               Completion done) const override {
     b().copy_to_device_strided(src, dst, region, std::move(done));
   }
+  void copy_between_strided(std::size_t src_device, erased_handle src, const StridedRegion& src_region,
+                            std::size_t dst_device, erased_handle dst, const StridedRegion& dst_region,
+                            Completion done) const override {
+    b().copy_between_strided(src_device, src, src_region, dst_device, dst, dst_region, std::move(done));
+  }
   void execute(HostTask task, Completion done) const override { b().execute(std::move(task), std::move(done)); }
   void launch(ops::LaunchArgs args, Completion done) const override { b().launch(std::move(args), std::move(done)); }
   bool run(ops::OpKind op, DType t, DType t2, const void* args, const ops::detail::OperandOffsets& offsets,

@@ -272,20 +272,15 @@ class Stream : public detail::StreamCore {
     auto launch = [dev = device_, h = src.native_handle(), layout = src.layout(),
                    dst = reinterpret_cast<std::byte*>(dst.data())](Completion done) {
       dev.queue()->note_transfer(TransferDirection::to_host, layout.numel() * sizeof(V));
-      if (layout.run_count() <= 1)
-        detail::start_runs(
-            layout, sizeof(V),
-            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-              dev.backend().copy_to_host(dev.ordinal(), h, at, dst + host, bytes, std::move(part));
-            },
-            std::move(done));
-      else
-        detail::start_regions(
-            layout, sizeof(V),
-            [&](const StridedRegion& r, std::size_t host, Completion part) {
-              detail::copy_region_to_host(dev.backend(), dev.ordinal(), h, r, dst + host, std::move(part));
-            },
-            std::move(done));
+      detail::start_view_transfer(
+          layout, sizeof(V),
+          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+            dev.backend().copy_to_host(dev.ordinal(), h, at, dst + host, bytes, std::move(part));
+          },
+          [&](const StridedRegion& r, std::size_t host, Completion part) {
+            detail::copy_region_to_host(dev.backend(), dev.ordinal(), h, r, dst + host, std::move(part));
+          },
+          std::move(done));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,
@@ -305,20 +300,15 @@ class Stream : public detail::StreamCore {
     auto launch = [dev = device_, src = reinterpret_cast<const std::byte*>(src.data()), h = dst.native_handle(),
                    layout = dst.layout()](Completion done) {
       dev.queue()->note_transfer(TransferDirection::from_host, layout.numel() * sizeof(T));
-      if (layout.run_count() <= 1)
-        detail::start_runs(
-            layout, sizeof(T),
-            [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
-              dev.backend().copy_to_device(dev.ordinal(), src + host, h, at, bytes, std::move(part));
-            },
-            std::move(done));
-      else
-        detail::start_regions(
-            layout, sizeof(T),
-            [&](const StridedRegion& r, std::size_t host, Completion part) {
-              detail::copy_region_to_device(dev.backend(), dev.ordinal(), src + host, h, r, std::move(part));
-            },
-            std::move(done));
+      detail::start_view_transfer(
+          layout, sizeof(T),
+          [&](std::size_t at, std::size_t host, std::size_t bytes, Completion part) {
+            dev.backend().copy_to_device(dev.ordinal(), src + host, h, at, bytes, std::move(part));
+          },
+          [&](const StridedRegion& r, std::size_t host, Completion part) {
+            detail::copy_region_to_device(dev.backend(), dev.ordinal(), src + host, h, r, std::move(part));
+          },
+          std::move(done));
     };
     return detail::submit<void>(
         queue_, chain_, nullptr,
@@ -351,11 +341,11 @@ class Stream : public detail::StreamCore {
   }
 
   /// Copies the window `src` into the window `dst` (device→device), element by element in
-  /// row-major order: one backend transfer per piece common to both windows' contiguous runs (one
-  /// when both are contiguous). Shapes must be equal; either may be on another device of the same
-  /// runtime, but one of them must be on this stream's device; windows onto one array must not
-  /// share an element. The source may be a window of a `const` array.
-  /// \throws xdev::error `errc::invalid_argument` for any of these.
+  /// row-major order: one backend transfer when both are contiguous; else one call per pair of
+  /// strided regions when the backend has `concepts::StridedCopies`, one transfer per row without. Shapes must be
+  /// equal; either may be on another device of the same runtime, but one of them must be on this stream's device;
+  /// windows onto one array must not share an element. The source may be a window of a `const` array. \throws
+  /// xdev::error `errc::invalid_argument` for any of these.
   template <class S, class T, class Token = const use_future_t&>
   requires(!std::is_const_v<T> &&
            std::is_same_v<std::remove_const_t<S>, T>) auto copy(const ArrayView<S, B>& src, const ArrayView<T, B>& dst,
@@ -367,10 +357,13 @@ class Stream : public detail::StreamCore {
     auto launch = [dev = device_, sq = sd.queue(), s = sd.ordinal(), sh = src.native_handle(), sl = src.layout(),
                    dq = dd.queue(), d = dd.ordinal(), dh = dst.native_handle(), dl = dst.layout()](Completion done) {
       detail::note_copy(*sq, *dq, sl.numel() * sizeof(T));
-      detail::start_run_pairs(
+      detail::start_view_copy(
           sl, dl, sizeof(T),
           [&](std::size_t from, std::size_t to, std::size_t bytes, Completion part) {
             dev.backend().copy_between(s, sh, from, d, dh, to, bytes, std::move(part));
+          },
+          [&](const StridedRegion& from, const StridedRegion& to, Completion part) {
+            detail::copy_region_between(dev.backend(), s, sh, from, d, dh, to, std::move(part));
           },
           std::move(done));
     };

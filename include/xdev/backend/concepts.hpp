@@ -171,6 +171,18 @@ concept StridedTransfers = HasMemoryHandle<B> && requires(B& b, std::size_t n, t
   b.copy_to_device_strided(n, src, h, r, std::move(c));
 };
 
+/// Optional: a copy between strided windows of two allocations in one call
+/// (`clEnqueueCopyBufferRect`, `cudaMemcpy3DPeerAsync`): `b.copy_between_strided(src_device, src,
+/// src_region, dst_device, dst, dst_region, done)` copies each row of `src_region` to the same row
+/// of `dst_region` (the two have the same rows; their offsets and pitches differ). With it, a copy
+/// between two windows (`copy(view, view)`) makes one backend call per region; without it, one
+/// `copy_between` per piece common to both windows' runs.
+template <class B>
+concept StridedCopies = HasMemoryHandle<B> && requires(B& b, std::size_t n, typename B::memory_handle h,
+                                                        const StridedRegion& r, Completion c) {
+  b.copy_between_strided(n, h, r, n, h, r, std::move(c));
+};
+
 /// Optional: the backend learns at run time whether its memory is host memory (a plugin that says
 /// so: `XDEV_PLUGIN_HOST_MEMORY`). `b.runtime_host_accessible()` answers for the whole backend, and
 /// `b.runtime_host_address(h)` is then the host address of `h` (null when it is not). A backend

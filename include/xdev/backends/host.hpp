@@ -177,6 +177,15 @@ class Host {
         },
         std::move(done));
   }
+  void copy_between_strided(std::size_t, memory_handle src, const StridedRegion& sr, std::size_t, memory_handle dst,
+                            const StridedRegion& dr, Completion done) {
+    run(
+        [src = static_cast<const std::byte*>(src), sr, dst = static_cast<std::byte*>(dst), dr] {
+          for (std::size_t i = 0; i < sr.rows * sr.slices; ++i)
+            std::memmove(dst + dr.row_offset(i), src + sr.row_offset(i), sr.row_bytes);
+        },
+        std::move(done));
+  }
   void copy_between(std::size_t, memory_handle src, std::size_t src_offset, std::size_t, memory_handle dst,
                     std::size_t dst_offset, std::size_t bytes, Completion done) {
     run(

@@ -65,8 +65,8 @@ extern "C" {
  * - 1.10 appends `offsets` to `xdev_kernel_launch` (kernels on windows; the table is unchanged):
  *   xdev passes a window only to a 1.10 or newer plugin and refuses the launch for an older one.
  * - 1.11 appends strided transfers: `copy_to_host_strided`, `copy_to_device_strided`
- *   (`xdev_strided_region`). Without both, xdev copies a strided window one row at a time through
- *   `copy_to_host` / `copy_to_device`. */
+ *   (`xdev_strided_region`; without both, xdev copies a strided window one row at a time), and
+ *   `copy_between_strided` (without it, one `copy_between` per row). */
 #define XDEV_ABI_MINOR 11
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
@@ -578,6 +578,12 @@ typedef struct xdev_plugin_api {
   xdev_status (*copy_to_device_strided)(void* backend, uint64_t device, const void* src, xdev_memory dst,
                                         const xdev_strided_region* region, const xdev_completion* done,
                                         xdev_error* err);
+  /* Optional on its own (null: one `copy_between` per row): each row of `src_region` of `src` to the
+   * same row of `dst_region` of `dst`, as one operation (the regions have the same rows). */
+  xdev_status (*copy_between_strided)(void* backend, uint64_t src_device, xdev_memory src,
+                                      const xdev_strided_region* src_region, uint64_t dst_device, xdev_memory dst,
+                                      const xdev_strided_region* dst_region, const xdev_completion* done,
+                                      xdev_error* err);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

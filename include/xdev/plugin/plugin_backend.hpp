@@ -413,6 +413,18 @@ class PluginBackend {
             return opt_.copy_to_device_strided(backend_, device, src, dst, &region, c, e);
           });
   }
+  /// A copy between strided windows (`concepts::StridedCopies`): one call of the plugin's
+  /// `copy_between_strided` (ABI 1.11) when it has it, else one `copy_between` per row.
+  void copy_between_strided(std::size_t sd, memory_handle src, const StridedRegion& sr, std::size_t dd,
+                            memory_handle dst, const StridedRegion& dr, Completion done) {
+    if (opt_.copy_between_strided == nullptr)
+      return xdev::detail::copy_rows_between(*this, sd, src, sr, dd, dst, dr, std::move(done));
+    const xdev_strided_region from = detail::to_c(sr), to = detail::to_c(dr);
+    start("copy_between_strided", std::move(done), nullptr,
+          [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
+            return opt_.copy_between_strided(backend_, sd, src, &from, dd, dst, &to, c, e);
+          });
+  }
   /// Runs `task` in device order through the plugin; an exception `task` throws reaches `done`
   /// unchanged (it never crosses into the plugin).
   void execute(std::size_t device, HostTask task, Completion done) {

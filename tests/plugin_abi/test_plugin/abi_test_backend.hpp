@@ -118,6 +118,12 @@ class Backend {
       std::memcpy(at(dst) + r.row_offset(i), static_cast<const std::byte*>(src) + i * r.row_bytes, r.row_bytes);
     done(nullptr);
   }
+  void copy_between_strided(std::size_t, memory_handle src, const xdev::StridedRegion& sr, std::size_t,
+                            memory_handle dst, const xdev::StridedRegion& dr, xdev::Completion done) {
+    for (std::size_t i = 0; i < sr.rows * sr.slices; ++i)
+      std::memmove(at(dst) + dr.row_offset(i), at(src) + sr.row_offset(i), sr.row_bytes);
+    done(nullptr);
+  }
   void copy_between(std::size_t, memory_handle src, std::size_t src_off, std::size_t, memory_handle dst,
                     std::size_t dst_off, std::size_t bytes, xdev::Completion done) {
     if (bytes != 0) std::memmove(at(dst) + dst_off, at(src) + src_off, bytes);

@@ -192,6 +192,10 @@ class AnyDeviceModel {
                                     Completion done) const = 0;
   virtual void copy_to_device_strided(const void* src, erased_handle dst, const StridedRegion& region,
                                       Completion done) const = 0;
+  /// A copy between strided windows (`concepts::StridedCopies`, else one `copy_between` per row).
+  virtual void copy_between_strided(std::size_t src_device, erased_handle src, const StridedRegion& src_region,
+                                    std::size_t dst_device, erased_handle dst, const StridedRegion& dst_region,
+                                    Completion done) const = 0;
   virtual void execute(HostTask task, Completion done) const = 0;
   /// Runs a user C++ kernel (`parallel_for`, `parallel_reduce`): the backend's `launch` when it is
   /// a `concepts::LaunchableBackend`; else, for host-accessible memory, the whole range as one host
@@ -306,6 +310,12 @@ class DeviceModel final : public AnyDeviceModel {
                               Completion done) const override {
     detail::copy_region_to_device(dev_.backend(), dev_.ordinal(), static_cast<const std::byte*>(bound_host(src)),
                                   unerase_handle<H>(bound(dst)), region, std::move(done));
+  }
+  void copy_between_strided(std::size_t src_device, erased_handle src, const StridedRegion& src_region,
+                            std::size_t dst_device, erased_handle dst, const StridedRegion& dst_region,
+                            Completion done) const override {
+    detail::copy_region_between(dev_.backend(), src_device, unerase_handle<H>(bound(src)), src_region, dst_device,
+                                unerase_handle<H>(bound(dst)), dst_region, std::move(done));
   }
   void execute(HostTask task, Completion done) const override {
     dev_.backend().execute(dev_.ordinal(), std::move(task), std::move(done));

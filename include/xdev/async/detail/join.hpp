@@ -45,6 +45,21 @@ void start_run_pairs(const Layout& src, const Layout& dst, std::size_t elem, Cop
       std::move(done));
 }
 
+/// One part per pair of strided regions of two windows of one shape (their `PairPlan`, elements
+/// of `elem` bytes), through `start_parts`: `copy(src_region, dst_region, part_done)` starts the
+/// pair's device-to-device copy.
+template <class Copy>
+void start_region_pairs(const ViewLayout& src, const ViewLayout& dst, std::size_t elem, Copy&& copy, Completion done) {
+  const PairPlan plan(src, dst, elem);
+  start_parts(
+      plan.count(),
+      [&](std::size_t i, Completion part) {
+        const PairPlan::Pair p = plan.pair(i);
+        copy(p.src, p.dst, std::move(part));
+      },
+      std::move(done));
+}
+
 /// One part per strided region of a window's `layout` (its `RegionPlan`, elements of `elem`
 /// bytes), through `start_parts`: `copy(region, host_byte_offset, part_done)` starts the region's
 /// transfer; the host side is dense, in the window's row-major order.
@@ -55,6 +70,27 @@ void start_regions(const ViewLayout& layout, std::size_t elem, Copy&& copy, Comp
       plan.count(),
       [&](std::size_t i, Completion part) { copy(plan.region(i), i * plan.region_bytes(), std::move(part)); },
       std::move(done));
+}
+
+/// A window's transfer with dense host memory: `plain(byte_offset, host_byte_offset, bytes, part)`
+/// once for a contiguous window; else `strided(region, host_byte_offset, part)` per strided region.
+template <class Plain, class Strided>
+void start_view_transfer(const ViewLayout& l, std::size_t elem, Plain&& plain, Strided&& strided, Completion done) {
+  if (l.run_count() <= 1)
+    start_runs(l, elem, plain, std::move(done));
+  else
+    start_regions(l, elem, strided, std::move(done));
+}
+
+/// A copy between two windows of one shape: `plain(src_byte_offset, dst_byte_offset, bytes, part)`
+/// once when both are contiguous; else `strided(src_region, dst_region, part)` per pair of regions.
+template <class Plain, class Strided>
+void start_view_copy(const ViewLayout& src, const ViewLayout& dst, std::size_t elem, Plain&& plain, Strided&& strided,
+                     Completion done) {
+  if (src.run_count() <= 1 && dst.run_count() <= 1)
+    start_run_pairs(src, dst, elem, plain, std::move(done));
+  else
+    start_region_pairs(src, dst, elem, strided, std::move(done));
 }
 
 }  // namespace xdev::detail

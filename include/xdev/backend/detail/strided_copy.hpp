@@ -39,6 +39,19 @@ void copy_rows_to_device(B& b, std::size_t device, const std::byte* src, const H
       std::move(done));
 }
 
+/// Copies each row of `sr` of `sh` on `sd` to the same row of `dr` of `dh` on `dd` with one
+/// `copy_between` per row.
+template <class B, class H>
+void copy_rows_between(B& b, std::size_t sd, const H& sh, const StridedRegion& sr, std::size_t dd, const H& dh,
+                       const StridedRegion& dr, Completion done) {
+  start_parts(
+      sr.rows * sr.slices,
+      [&](std::size_t r, Completion part) {
+        b.copy_between(sd, sh, sr.row_offset(r), dd, dh, dr.row_offset(r), sr.row_bytes, std::move(part));
+      },
+      std::move(done));
+}
+
 /// Copies `region` of `h` on `device` densely to `dst`: the backend's `copy_to_host_strided`
 /// when it has one, else one `copy_to_host` per row.
 template <class B, class H>
@@ -59,6 +72,17 @@ void copy_region_to_device(B& b, std::size_t device, const std::byte* src, const
     b.copy_to_device_strided(device, src, h, region, std::move(done));
   else
     copy_rows_to_device(b, device, src, h, region, std::move(done));
+}
+
+/// Copies each row of `sr` of `sh` on `sd` to the same row of `dr` of `dh` on `dd`: the backend's
+/// `copy_between_strided` when it has one, else one `copy_between` per row.
+template <class B, class H>
+void copy_region_between(B& b, std::size_t sd, const H& sh, const StridedRegion& sr, std::size_t dd, const H& dh,
+                         const StridedRegion& dr, Completion done) {
+  if constexpr (concepts::StridedCopies<B>)
+    b.copy_between_strided(sd, sh, sr, dd, dh, dr, std::move(done));
+  else
+    copy_rows_between(b, sd, sh, sr, dd, dh, dr, std::move(done));
 }
 
 }  // namespace xdev::detail

@@ -1,7 +1,7 @@
 /// \file
 /// `detail::ViewLayout`: where the elements of a window (`xdev::ArrayView`) are in its buffer, the
 /// contiguous runs they make, the strided regions a backend copies in one call each
-/// (`RegionPlan`), and the checks of a copy between two windows. Depends on `Shape` (and the
+/// (`RegionPlan`, `PairPlan`), and the checks of a copy between two windows. Depends on `Shape` (and the
 /// backend's `StridedRegion`) only, so that streams can take views without the array headers.
 #pragma once
 
@@ -71,67 +71,117 @@ struct ViewLayout {
 
 /// Whether two windows onto one buffer share an element (walking both runs in buffer order, which
 /// is their row-major order: a view's strides decrease with its dimensions).
-/// A window as strided regions (`StridedRegion`, in bytes): the dense tail makes the rows, the
-/// two innermost strided dimensions (after dropping those of extent 1 and merging those that
-/// line up) the rows and slices of each region, and every dimension further out one region per
-/// index. Region i holds the window's elements from `i * region_bytes()` on in row-major order.
-class RegionPlan {
+/// Two windows of one shape as pairs of strided regions (`StridedRegion`, in bytes) with the same
+/// rows: the dense tail common to both makes the rows; the two innermost other dimensions (after
+/// dropping those of extent 1 and merging those that line up in both windows) the rows and
+/// slices of each pair; and every dimension further out one pair per index. Pair i holds the
+/// elements from `i * region_bytes()` on, in row-major order.
+class PairPlan {
  public:
-  RegionPlan(const ViewLayout& l, std::size_t elem) {
-    if (l.numel() == 0) return;
-    std::size_t run = 1;
-    const std::size_t outer = l.shape.rank() - l.dense_tail(run);
-    // The strided dimensions, innermost first: extent and byte stride.
-    std::array<std::size_t, Shape::max_rank> ext{}, pitch{};
+  struct Pair {
+    StridedRegion src, dst;
+  };
+
+  PairPlan(const ViewLayout& s, const ViewLayout& d, std::size_t elem) {
+    if (s.numel() == 0) return;
+    const std::size_t rank = s.shape.rank();
+    std::size_t run = 1, dim = rank;
+    for (; dim > 0; --dim) {
+      const auto e = static_cast<std::size_t>(s.shape[static_cast<std::ptrdiff_t>(dim - 1)]);
+      const auto r = static_cast<std::int64_t>(run);
+      if (e != 1 && (s.strides[dim - 1] != r || d.strides[dim - 1] != r)) break;
+      run *= e;
+    }
+    // The other dimensions, innermost first: extent and byte strides in both windows.
+    std::array<std::size_t, Shape::max_rank> ext{}, sp{}, dp{};
     std::size_t n = 0;
-    for (std::size_t d = outer; d-- > 0;) {
-      const auto e = static_cast<std::size_t>(l.shape[static_cast<std::ptrdiff_t>(d)]);
-      const auto p = static_cast<std::size_t>(l.strides[d]) * elem;
+    for (std::size_t k = dim; k-- > 0;) {
+      const auto e = static_cast<std::size_t>(s.shape[static_cast<std::ptrdiff_t>(k)]);
+      const auto ps = static_cast<std::size_t>(s.strides[k]) * elem, pd = static_cast<std::size_t>(d.strides[k]) * elem;
       if (e == 1) continue;
-      if (n > 0 && pitch[n - 1] * ext[n - 1] == p) {
-        ext[n - 1] *= e;  // lines up with the dimension inside it: one longer dimension
+      if (n > 0 && sp[n - 1] * ext[n - 1] == ps && dp[n - 1] * ext[n - 1] == pd) {
+        ext[n - 1] *= e;  // lines up with the dimension inside it in both: one longer dimension
         continue;
       }
       ext[n] = e;
-      pitch[n] = p;
+      sp[n] = ps;
+      dp[n] = pd;
       ++n;
     }
-    first_.offset = l.offset * elem;
-    first_.row_bytes = run * elem;
-    first_.rows = n > 0 ? ext[0] : 1;
-    first_.row_pitch = n > 0 ? pitch[0] : first_.row_bytes;
-    first_.slices = n > 1 ? ext[1] : 1;
-    first_.slice_pitch = n > 1 ? pitch[1] : first_.rows * first_.row_pitch;
+    const auto first = [&](std::size_t offset, const std::array<std::size_t, Shape::max_rank>& pitch) {
+      StridedRegion r;
+      r.offset = offset * elem;
+      r.row_bytes = run * elem;
+      r.rows = n > 0 ? ext[0] : 1;
+      r.row_pitch = n > 0 ? pitch[0] : r.row_bytes;
+      r.slices = n > 1 ? ext[1] : 1;
+      r.slice_pitch = n > 1 ? pitch[1] : r.rows * r.row_pitch;
+      return r;
+    };
+    first_ = {first(s.offset, sp), first(d.offset, dp)};
     count_ = 1;
     for (std::size_t k = 2; k < n; ++k) {
-      outer_ext_[outer_n_] = ext[k];
-      outer_pitch_[outer_n_] = pitch[k];
-      ++outer_n_;
+      outer_[outer_n_++] = {ext[k], sp[k], dp[k]};
       count_ *= ext[k];
     }
   }
 
-  /// The number of regions (0 for an empty window).
+  /// The number of pairs (0 for empty windows).
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
   /// The bytes of each region.
-  [[nodiscard]] std::size_t region_bytes() const noexcept { return first_.bytes(); }
-  /// Whether the window is one contiguous run (one region of one row).
-  [[nodiscard]] bool contiguous() const noexcept { return count_ <= 1 && first_.rows * first_.slices <= 1; }
-  /// Region `i`, `i < count()`.
-  [[nodiscard]] StridedRegion region(std::size_t i) const noexcept {
-    StridedRegion r = first_;
+  [[nodiscard]] std::size_t region_bytes() const noexcept { return first_.src.bytes(); }
+  /// Pair `i`, `i < count()`.
+  [[nodiscard]] Pair pair(std::size_t i) const noexcept {
+    Pair p = first_;
     for (std::size_t k = 0; k < outer_n_; ++k) {  // innermost of the outer dimensions first
-      r.offset += (i % outer_ext_[k]) * outer_pitch_[k];
-      i /= outer_ext_[k];
+      const std::size_t at = i % outer_[k].extent;
+      p.src.offset += at * outer_[k].src_pitch;
+      p.dst.offset += at * outer_[k].dst_pitch;
+      i /= outer_[k].extent;
     }
-    return r;
+    return p;
   }
 
  private:
-  StridedRegion first_{};
+  struct Outer {
+    std::size_t extent = 0, src_pitch = 0, dst_pitch = 0;
+  };
+  Pair first_{};
   std::size_t count_ = 0;
-  std::array<std::size_t, Shape::max_rank> outer_ext_{}, outer_pitch_{};
+  std::array<Outer, Shape::max_rank> outer_{};
   std::size_t outer_n_ = 0;
+};
+
+/// A window as strided regions against dense memory of its shape (the host side of a transfer):
+/// the `src` side of the `PairPlan` of the window and a dense row-major layout.
+class RegionPlan {
+ public:
+  RegionPlan(const ViewLayout& l, std::size_t elem) : pairs_(l, dense(l.shape), elem) {}
+
+  /// The number of regions (0 for an empty window).
+  [[nodiscard]] std::size_t count() const noexcept { return pairs_.count(); }
+  /// The bytes of each region.
+  [[nodiscard]] std::size_t region_bytes() const noexcept { return pairs_.region_bytes(); }
+  /// Whether the window is one contiguous run (one region of one row).
+  [[nodiscard]] bool contiguous() const noexcept {
+    const StridedRegion r = pairs_.pair(0).src;
+    return count() <= 1 && r.rows * r.slices <= 1;
+  }
+  /// Region `i`, `i < count()`.
+  [[nodiscard]] StridedRegion region(std::size_t i) const noexcept { return pairs_.pair(i).src; }
+
+ private:
+  static ViewLayout dense(const Shape& shape) {
+    ViewLayout l;
+    l.shape = shape;
+    std::int64_t stride = 1;
+    for (std::size_t d = shape.rank(); d-- > 0;) {
+      l.strides[d] = stride;
+      stride *= shape[static_cast<std::ptrdiff_t>(d)];
+    }
+    return l;
+  }
+  PairPlan pairs_;
 };
 
 [[nodiscard]] inline bool views_overlap(const ViewLayout& a, const ViewLayout& b) noexcept {

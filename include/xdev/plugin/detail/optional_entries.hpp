@@ -30,6 +30,7 @@ struct OptionalEntries {
   decltype(xdev_plugin_api::deallocate_host) deallocate_host = nullptr;
   decltype(xdev_plugin_api::copy_to_host_strided) copy_to_host_strided = nullptr;  ///< strided transfers (1.11)
   decltype(xdev_plugin_api::copy_to_device_strided) copy_to_device_strided = nullptr;
+  decltype(xdev_plugin_api::copy_between_strided) copy_between_strided = nullptr;  ///< 1.11, on its own
 
   /// The entries of `api` (a table that passed `check_table_header`).
   static OptionalEntries read(const xdev_plugin_api* api) noexcept {
@@ -78,6 +79,9 @@ struct OptionalEntries {
       o.copy_to_host_strided = api->copy_to_host_strided;
       o.copy_to_device_strided = api->copy_to_device_strided;
     }
+    if (table_has(api, strided_minor,
+                  offsetof(xdev_plugin_api, copy_between_strided) + sizeof(api->copy_between_strided)))
+      o.copy_between_strided = api->copy_between_strided;
     return o;
   }
 };

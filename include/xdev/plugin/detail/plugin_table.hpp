@@ -16,6 +16,7 @@
 #include <xdev/plugin/detail/kernel_marshal.hpp>
 #include <xdev/plugin/detail/op_marshal.hpp>
 #include <xdev/plugin/detail/op_table.hpp>
+#include <xdev/plugin/detail/strided_entries.hpp>
 #include <xdev/policy/capability_set.hpp>
 
 #include <algorithm>
@@ -425,27 +426,6 @@ struct PluginTable {
     });
   }
 
-  // -- strided transfers (in the table only when `B` has them: concepts::StridedTransfers) --
-
-  static xdev_status copy_to_host_strided(void* p, std::uint64_t device, xdev_memory src,
-                                          const xdev_strided_region* region, void* dst, const xdev_completion* done,
-                                          xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      if constexpr (concepts::StridedTransfers<B>)
-        backend(p).copy_to_host_strided(static_cast<std::size_t>(device), handle_from<H>(src), from_c(region), dst,
-                                        std::move(c));
-    });
-  }
-  static xdev_status copy_to_device_strided(void* p, std::uint64_t device, const void* src, xdev_memory dst,
-                                            const xdev_strided_region* region, const xdev_completion* done,
-                                            xdev_error* err) noexcept {
-    return run_async(err, done, [&](Completion c) {
-      if constexpr (concepts::StridedTransfers<B>)
-        backend(p).copy_to_device_strided(static_cast<std::size_t>(device), src, handle_from<H>(dst), from_c(region),
-                                          std::move(c));
-    });
-  }
-
   static xdev_status execute(void* p, std::uint64_t device, const xdev_host_task* task, const xdev_completion* done,
                              xdev_error* err) noexcept {
     return run_async(err, done, [&](Completion c) {
@@ -578,8 +558,9 @@ inline constexpr xdev_plugin_api plugin_api{
     entry_when<concepts::RunsSourceKernels<B>>(&PluginTable<B, Info>::destroy_kernel),
     entry_when<concepts::AllocatesPinned<B>>(&PluginTable<B, Info>::allocate_host),
     entry_when<concepts::AllocatesPinned<B>>(&PluginTable<B, Info>::deallocate_host),
-    entry_when<concepts::StridedTransfers<B>>(&PluginTable<B, Info>::copy_to_host_strided),
-    entry_when<concepts::StridedTransfers<B>>(&PluginTable<B, Info>::copy_to_device_strided),
+    entry_when<concepts::StridedTransfers<B>>(&StridedEntries<B, Client<B>>::copy_to_host),
+    entry_when<concepts::StridedTransfers<B>>(&StridedEntries<B, Client<B>>::copy_to_device),
+    entry_when<concepts::StridedCopies<B>>(&StridedEntries<B, Client<B>>::copy_between),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
