@@ -1130,6 +1130,10 @@ TEST(GlobalCollectivesOnWindows, WindowsThatShareElementsOrAreStridedAreRefusedN
   std::vector<xdev::AnyArrayView<float>> in{xdev::slice(a, {0, 2})};
   std::vector<xdev::AnyArrayView<float>> out{xdev::slice(a, {2, 2 + 2 * G})};
   dist::all_gather(mesh, std::span(in), std::span(out)).get();
+  // An input may be a window of a const array (`AnyArrayView<const T>`): the same result.
+  const auto& ca = a;
+  std::vector<xdev::AnyArrayView<const float>> const_in{xdev::slice(ca, {0, 2})};
+  dist::all_gather(mesh, std::span(const_in), std::span(out)).get();
   const std::vector<float> after = to_host(a);
   EXPECT_EQ(std::vector<float>(after.begin(), after.begin() + 8), std::vector<float>(v.begin(), v.begin() + 8));
   for (std::size_t j = 0; j < 8; ++j) EXPECT_EQ(after[8 * (1 + static_cast<std::size_t>(rank())) + j], v[j]);

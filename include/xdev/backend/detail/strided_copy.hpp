@@ -1,7 +1,8 @@
 /// \file
-/// Transfers of a strided region (`StridedRegion`) between a device and dense host memory,
-/// decided once for typed devices, `AnyDevice`s and the plugin bridge: the backend's strided hook
-/// (`concepts::StridedTransfers`), or one plain transfer per row.
+/// Transfers of a strided region (`StridedRegion`) between a device and dense host memory, and
+/// copies between two regions of the same rows, decided once for typed devices, `AnyDevice`s and
+/// the plugin bridge: the backend's strided hook (`concepts::StridedTransfers`,
+/// `concepts::StridedCopies`), or one plain transfer per row.
 #pragma once
 
 #include <xdev/backend/completion.hpp>
