@@ -150,14 +150,7 @@ class ArrayView {
   template <class, class>
   friend class ArrayView;
 
-  ArrayView(const buffer_type& b, const Shape& s) : buffer_(&b) {
-    layout_.shape = s;
-    std::int64_t stride = 1;
-    for (std::size_t d = s.rank(); d-- > 0;) {
-      layout_.strides[d] = stride;
-      stride *= s[static_cast<std::ptrdiff_t>(d)];
-    }
-  }
+  ArrayView(const buffer_type& b, const Shape& s) : buffer_(&b), layout_(detail::ViewLayout::dense(s)) {}
 
   void check_dim(std::size_t d, const char* what) const {
     if (d >= rank())

@@ -24,6 +24,18 @@ struct ViewLayout {
   Shape shape;
   std::array<std::int64_t, Shape::max_rank> strides{};
 
+  /// The layout of a whole row-major array of `s`: offset 0, dense strides.
+  [[nodiscard]] static ViewLayout dense(const Shape& s) {
+    ViewLayout l;
+    l.shape = s;
+    std::int64_t stride = 1;
+    for (std::size_t d = s.rank(); d-- > 0;) {
+      l.strides[d] = stride;
+      stride *= s[static_cast<std::ptrdiff_t>(d)];
+    }
+    return l;
+  }
+
   [[nodiscard]] std::size_t numel() const noexcept { return static_cast<std::size_t>(shape.numel()); }
 
   /// How many trailing dimensions are laid out densely (each stride the product of the extents
@@ -156,31 +168,16 @@ class PairPlan {
 /// the `src` side of the `PairPlan` of the window and a dense row-major layout.
 class RegionPlan {
  public:
-  RegionPlan(const ViewLayout& l, std::size_t elem) : pairs_(l, dense(l.shape), elem) {}
+  RegionPlan(const ViewLayout& l, std::size_t elem) : pairs_(l, ViewLayout::dense(l.shape), elem) {}
 
   /// The number of regions (0 for an empty window).
   [[nodiscard]] std::size_t count() const noexcept { return pairs_.count(); }
   /// The bytes of each region.
   [[nodiscard]] std::size_t region_bytes() const noexcept { return pairs_.region_bytes(); }
-  /// Whether the window is one contiguous run (one region of one row).
-  [[nodiscard]] bool contiguous() const noexcept {
-    const StridedRegion r = pairs_.pair(0).src;
-    return count() <= 1 && r.rows * r.slices <= 1;
-  }
   /// Region `i`, `i < count()`.
   [[nodiscard]] StridedRegion region(std::size_t i) const noexcept { return pairs_.pair(i).src; }
 
  private:
-  static ViewLayout dense(const Shape& shape) {
-    ViewLayout l;
-    l.shape = shape;
-    std::int64_t stride = 1;
-    for (std::size_t d = shape.rank(); d-- > 0;) {
-      l.strides[d] = stride;
-      stride *= shape[static_cast<std::ptrdiff_t>(d)];
-    }
-    return l;
-  }
   PairPlan pairs_;
 };
 
