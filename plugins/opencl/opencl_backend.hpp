@@ -636,6 +636,20 @@ class OpenCL {
     return static_cast<const char*>(p) < static_cast<const char*>(it->first) + it->second.bytes;
   }
 
+  // ---- ops on windows of arrays (concepts::OpensWindows) ----------------------------------------
+
+  /// A window for an op: a sub-buffer of `m` from byte `offset` to its end, which every op kernel
+  /// takes like an allocation; nullopt when `offset` is no multiple of the device's base alignment
+  /// (CL_DEVICE_MEM_BASE_ADDR_ALIGN), and xdev stages that op's window through its CPU fallback.
+  std::optional<cl_mem> open_window(std::size_t device, cl_mem m, std::size_t offset) {
+    const Dev& d = dev(device);
+    const std::string what = d.label + ": an op's operand";
+    if (offset % base_align(d, what) != 0) return std::nullopt;
+    return sub_buffer(m, offset, what);
+  }
+  /// Releases the window: the commands that use it keep their own reference until they finish.
+  void close_window(std::size_t, cl_mem w) noexcept { clReleaseMemObject(w); }
+
   // ---- user kernels given as source (concepts::RunsSourceKernels; user_kernel.hpp) ------------
 
   using kernel_handle = detail::UserKernel*;
@@ -1070,24 +1084,19 @@ class OpenCL {
     return *devices_[device];
   }
 
-  // A sub-buffer of `m` from byte `offset` to its end: kernel argument `i`, a window.
-  // \throws xdev::error `errc::invalid_argument` naming the device's alignment when `offset` is not
-  //         a multiple of it, or past the allocation.
-  cl_mem window(const Dev& d, const std::string& entry, std::size_t i, cl_mem m, std::uint64_t offset) {
-    const std::string what = d.label + ": kernel \"" + entry + "\" argument " + std::to_string(i);
+  // Where device `d` starts a sub-buffer: a multiple of this many bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN).
+  static std::uint64_t base_align(const Dev& d, const std::string& what) {
     cl_uint align_bits = 0;
     cl_check(clGetDeviceInfo(d.id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr), what,
              "clGetDeviceInfo");
+    return std::max<std::uint64_t>(align_bits / 8, 1);
+  }
+
+  // A sub-buffer of `m` from byte `offset` (a multiple of the device's base alignment) to its end.
+  // \throws xdev::error `errc::invalid_argument` for an offset past the allocation.
+  static cl_mem sub_buffer(cl_mem m, std::uint64_t offset, const std::string& what) {
     std::size_t size = 0;
     cl_check(clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, nullptr), what, "clGetMemObjectInfo");
-    const std::uint64_t align = std::max<std::uint64_t>(align_bits / 8, 1);
-    if (offset % align != 0)
-      throw xdev::error(xdev::errc::invalid_argument,
-                        what + " is a window at byte " + std::to_string(offset) +
-                            " of its array; OpenCL starts a window (a sub-buffer) only at a multiple of " +
-                            std::to_string(align) +
-                            " bytes on this device (CL_DEVICE_MEM_BASE_ADDR_ALIGN): slice at "
-                            "such an element, or pass the whole array and the offset as a scalar");
     if (offset >= size)
       throw xdev::error(xdev::errc::invalid_argument, what + " is a window at byte " + std::to_string(offset) +
                                                           " of an array of " + std::to_string(size) + " bytes");
@@ -1096,6 +1105,22 @@ class OpenCL {
     cl_mem sub = clCreateSubBuffer(m, 0, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
     if (err != CL_SUCCESS || sub == nullptr) throw cl_failure(what, "clCreateSubBuffer", err);
     return sub;
+  }
+
+  // A sub-buffer of `m` from byte `offset` to its end: kernel argument `i`, a window.
+  // \throws xdev::error `errc::invalid_argument` naming the device's alignment when `offset` is not
+  //         a multiple of it, or past the allocation.
+  cl_mem window(const Dev& d, const std::string& entry, std::size_t i, cl_mem m, std::uint64_t offset) {
+    const std::string what = d.label + ": kernel \"" + entry + "\" argument " + std::to_string(i);
+    const std::uint64_t align = base_align(d, what);
+    if (offset % align != 0)
+      throw xdev::error(xdev::errc::invalid_argument,
+                        what + " is a window at byte " + std::to_string(offset) +
+                            " of its array; OpenCL starts a window (a sub-buffer) only at a multiple of " +
+                            std::to_string(align) +
+                            " bytes on this device (CL_DEVICE_MEM_BASE_ADDR_ALIGN): slice at "
+                            "such an element, or pass the whole array and the offset as a scalar");
+    return sub_buffer(m, offset, what);
   }
 
   static std::unique_ptr<detail::Pending> pending(xdev::Completion done, std::string what) {

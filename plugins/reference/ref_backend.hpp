@@ -95,6 +95,11 @@ class Ref {
   /// plugin table says so (`XDEV_PLUGIN_HOST_MEMORY`), so user C++ kernels and DLPack work on REF
   /// devices. Every operation accepts any host address as a handle, not only what `allocate` gave.
   [[nodiscard]] void* host_address(memory_handle h) const noexcept { return h; }
+  /// The address `bytes` past `h` (`concepts::OffsetsHandles`): the plugin table then has the op
+  /// windows of ABI 1.12, and ops on windows of REF arrays run here, not through the fallback.
+  [[nodiscard]] memory_handle offset_handle(memory_handle h, std::size_t bytes) const noexcept {
+    return static_cast<std::byte*>(h) + bytes;
+  }
 
   /// Transfers and host tasks run on the device's worker, in submission order; `copy_between`
   /// runs on the source device's worker (all REF devices share the host's memory).

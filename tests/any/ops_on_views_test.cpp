@@ -22,6 +22,7 @@
 #include <cstring>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -365,6 +366,50 @@ TEST(OpsOnViewsStaging, ATallBlockOfColumnsGoesBackWithoutNestingACallPerRow) {
   EXPECT_EQ(xdev::metrics::value("fallback.gemm"), before + 1);
   const auto got = host_of(dev, c);
   for (std::size_t i = 0; i < 2 * rows; ++i) ASSERT_EQ(got[i], i % 2 == 0 ? -1.0f : 6.0f) << "element " << i;
+}
+
+// A backend whose handles cannot be moved on but which opens windows (`concepts::OpensWindows`,
+// as OpenCL's sub-buffers): only at multiples of 16 bytes here. Ops on such windows run its own
+// members, on typed devices and through AnyDevice; every window closes once its op's member
+// returned; an op on a window elsewhere runs through the fallback.
+class HostWithWindows : public HostWithoutOffsets {
+ public:
+  std::optional<memory_handle> open_window(std::size_t, memory_handle h, std::size_t bytes) {
+    if (bytes % 16 != 0) return std::nullopt;
+    ++opened;
+    return static_cast<std::byte*>(h) + bytes;
+  }
+  void close_window(std::size_t, memory_handle) noexcept { ++closed; }
+  int opened = 0;
+  int closed = 0;
+};
+static_assert(xdev::concepts::OpensWindows<HostWithWindows>);
+
+template <class Dev>
+void ops_on_opened_windows(const Dev& dev, HostWithWindows& backend) {
+  auto a = array_of(dev, {4, 4}, iota(16));
+  const auto before = fallbacks();
+  xdev::ops::scale(dev, xdev::slice(a, {1, 3}), 2.0f).get();                                          // at 16 bytes
+  xdev::ops::add(dev, xdev::slice(a, {0, 1}), xdev::slice(a, {1, 2}), xdev::slice(a, {3, 4})).get();  // 16, 48
+  EXPECT_EQ(fallbacks(), before);
+  EXPECT_EQ(backend.opened, 3);
+  EXPECT_EQ(backend.closed, 3);
+  xdev::ops::scale(dev, xdev::slice(a, {0, 1}, {1, 3}), -1.0f).get();  // at 4 bytes: no window there
+  EXPECT_EQ(fallbacks(), before + 1);
+  EXPECT_EQ(backend.opened, 3);
+  std::vector<float> got(16);
+  dev.copy_to_host(a.buffer(), std::span<float>(got)).get();
+  EXPECT_EQ(got, (std::vector<float>{0, -1, -2, 3, 8, 10, 12, 14, 16, 18, 20, 22, 8, 11, 14, 17}));
+}
+
+TEST(OpsOnViewsWindows, ABackendThatOpensWindowsRunsOpsOnThemOnTypedDevices) {
+  xdev::Runtime<HostWithWindows> rt{};
+  ops_on_opened_windows(rt.device(0), rt.backend());
+}
+
+TEST(OpsOnViewsWindows, ABackendThatOpensWindowsRunsOpsOnThemThroughAnyDevice) {
+  xdev::Runtime<HostWithWindows> rt{};
+  ops_on_opened_windows(xdev::AnyDevice(rt.device(0)), rt.backend());
 }
 
 }  // namespace

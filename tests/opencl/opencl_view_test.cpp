@@ -1,11 +1,13 @@
 // Views (`xdev::slice`) on devices whose memory the host cannot address: a strided box and rows of
 // an OPENCL array (PoCL) and of a REF plugin array go to and from the host (OPENCL: one rect
 // transfer per strided region; REF: one offset transfer per contiguous run); window-to-window
-// copies inside the device; and ops on windows at an offset (through the CPU fallback, which
-// stages only the window).
+// copies inside the device; and ops on windows at an offset: in the device through the plugin's
+// op windows (ABI 1.12: an OpenCL sub-buffer where the offset is a multiple of the device's base
+// alignment, a moved address on REF), else through the CPU fallback, which stages only the window.
 #include "opencl/opencl_plugin_devices.hpp"
 
 #include <xdev/any/any_device.hpp>
+#include <xdev/core/metrics.hpp>
 #include <xdev/memory/array_view.hpp>
 #include <xdev/ops/ops.hpp>
 
@@ -14,8 +16,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <numeric>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace {
@@ -111,6 +115,54 @@ void check_rank4_box_on(const xdev::AnyDevice& dev) {
     EXPECT_EQ(all[e], inside ? patch[p++] : v[e]) << e;
   }
   EXPECT_EQ(p, patch.size());
+}
+
+std::uint64_t fallbacks(std::initializer_list<const char*> ops) {
+  std::uint64_t n = 0;
+  for (const char* op : ops) n += xdev::metrics::value(std::string("fallback.") + op);
+  return n;
+}
+
+// Ops on rows of a [6, 64] float array (rows of 256 bytes, a multiple of PoCL's 128-byte base
+// alignment): they run in the device, write their window and nothing around it. Then a window at
+// element 1 (4 bytes in), which OpenCL cannot start a sub-buffer at: `every_offset` says whether
+// the device runs it anyway (REF moves its address) or stages it through the fallback (OPENCL).
+void check_ops_on_windows(const xdev::AnyDevice& dev, bool every_offset) {
+  SCOPED_TRACE(dev.name());
+  constexpr std::int64_t cols = 64;
+  auto f = xdev::empty<float>(dev, {6, cols});
+  xdev::ops::fill(dev, f, 1.0f).get();
+  const auto before = fallbacks({"fill", "scale", "add", "sum", "axpy", "dot"});
+  xdev::ops::scale(dev, xdev::slice(f, {1, 3}), 3.0f).get();
+  xdev::ops::add(dev, xdev::slice(f, {0, 1}), xdev::slice(f, {1, 2}), xdev::slice(f, {3, 4})).get();
+  xdev::ops::axpy(dev, 2.0f, xdev::slice(f, {3, 4}), xdev::slice(f, {4, 5})).get();
+  EXPECT_EQ(xdev::ops::sum(dev, xdev::slice(f, {1, 4})).get(), cols * (3.0f + 3.0f + 4.0f));
+  EXPECT_EQ(xdev::ops::dot(dev, xdev::slice(f, {2, 3}), xdev::slice(f, {4, 5})).get(), cols * 3.0f * 9.0f);
+  EXPECT_EQ(fallbacks({"fill", "scale", "add", "sum", "axpy", "dot"}), before)
+      << "an op on an aligned window went through the CPU fallback";
+  std::vector<float> got(6 * cols), want(6 * cols, 1.0f);
+  const auto row = [&](std::size_t r, float x) {
+    std::fill(want.begin() + static_cast<std::ptrdiff_t>(r * cols),
+              want.begin() + static_cast<std::ptrdiff_t>((r + 1) * cols), x);
+  };
+  row(1, 3.0f), row(2, 3.0f), row(3, 4.0f), row(4, 9.0f);
+  dev.copy_to_host(f, std::span<float>(got)).get();
+  EXPECT_EQ(got, want);
+
+  const auto scales = xdev::metrics::value("fallback.scale");
+  xdev::ops::scale(dev, xdev::slice(f, {5, 6}, {1, cols}), -1.0f).get();
+  EXPECT_EQ(xdev::metrics::value("fallback.scale"), scales + (every_offset ? 0 : 1));
+  std::fill(want.begin() + 5 * cols + 1, want.end(), -1.0f);
+  dev.copy_to_host(f, std::span<float>(got)).get();
+  EXPECT_EQ(got, want);
+}
+
+TEST_F(PluginViews, OpsOnAlignedWindowsRunInTheDeviceOnOpenCLOthersThroughTheFallback) {
+  check_ops_on_windows(devices.at(0), false);
+}
+
+TEST_F(PluginViews, OpsOnWindowsAtAnyOffsetRunInTheDeviceOnTheReferencePlugin) {
+  check_ops_on_windows(reg.devices("REF").at(0), true);
 }
 
 TEST_F(PluginViews, ABoxOfARankFourArrayTransfersOnOpenCLAndTheReferencePlugin) {

@@ -83,11 +83,12 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 11,
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 12,
                 "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
                 "the queues), 1.5 (before the markers), 1.6 (before device times; same table), 1.7 (before "
                 "device properties), 1.8 (before the host-memory flag and the kernel entries), 1.9 (before "
-                "kernel windows; same table) and 1.10 (before strided transfers) are still accepted");
+                "kernel windows; same table), 1.10 (before strided transfers) and 1.11 (before op windows) "
+                "are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
@@ -873,6 +874,101 @@ TEST(StridedEntries, ATableOfV111CopiesAWindowInOneCallAnOlderOneRowByRow) {
       << "a table that ends before them";
   t.copy_to_device_strided = nullptr;
   EXPECT_EQ(strided_round_trip(&t, ref.library), std::make_pair(10, 0)) << "both or neither; the copy on its own";
+}
+
+// Op windows (ABI 1.12): read only from a 1.12 table that covers both entries and has both; an
+// op on a window of an array then runs in the plugin on the window it opened (closed again once
+// the op's entry returned), else through the CPU fallback; the same result either way.
+std::atomic<int> windows_opened{0};
+std::atomic<int> windows_closed{0};
+xdev_status counting_open(void*, std::uint64_t, xdev_memory m, std::uint64_t offset, xdev_memory* out, xdev_error*) {
+  ++windows_opened;
+  *out = m + offset;  // REF's handles are addresses
+  return XDEV_OK;
+}
+xdev_status refusing_open(void*, std::uint64_t, xdev_memory, std::uint64_t, xdev_memory* out, xdev_error*) {
+  *out = 0;
+  return XDEV_OK;
+}
+// Opens one window, then fails.
+xdev_status failing_second_open(void* b, std::uint64_t d, xdev_memory m, std::uint64_t offset, xdev_memory* out,
+                                xdev_error* err) {
+  if (windows_opened.load() == 0) return counting_open(b, d, m, offset, out, err);
+  err->set(err->context, XDEV_ERR_OUT_OF_MEMORY, "no sub-buffer left");
+  return XDEV_ERR_OUT_OF_MEMORY;
+}
+void counting_close(void*, std::uint64_t, xdev_memory) {
+  ++windows_closed;
+}
+
+// Scales rows 1 and 2 of a [4, 3] float matrix of ones by 2 and adds row 1 to row 3 on `api`'s
+// device 0; returns how many of the two ops went through the CPU fallback.
+std::uint64_t ops_on_windows(const xdev_plugin_api* api, const std::shared_ptr<void>& library) {
+  const auto before = xdev::metrics::value("fallback.scale") + xdev::metrics::value("fallback.add");
+  {
+    xdev::Runtime<PluginBackend> rt({}, api, library);
+    const xdev::AnyDevice d(rt.device(0));
+    auto a = xdev::empty<float>(d, {4, 3});
+    xdev::ops::fill(d, a, 1.0f).get();
+    xdev::ops::scale(d, xdev::slice(a, {1, 3}), 2.0f).get();
+    xdev::ops::add(d, xdev::slice(a, {1, 2}), xdev::slice(a, {3, 4}), xdev::slice(a, {3, 4})).get();
+    std::vector<float> got(12);
+    d.copy_to_host(a, std::span<float>(got)).get();
+    EXPECT_EQ(got, (std::vector<float>{1, 1, 1, 2, 2, 2, 2, 2, 2, 3, 3, 3}));
+  }
+  return xdev::metrics::value("fallback.scale") + xdev::metrics::value("fallback.add") - before;
+}
+
+TEST(OpWindows, ATableOfV112RunsOpsOnWindowsInThePluginAnOlderOneThroughTheFallback) {
+  const plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  ASSERT_NE(ref.api->open_window, nullptr) << "REF moves its addresses on (offset_handle)";
+  EXPECT_EQ(ops_on_windows(ref.api, ref.library), 0u);
+  xdev_plugin_api t = *ref.api;
+  t.open_window = &counting_open;
+  t.close_window = &counting_close;
+  windows_opened = 0;
+  windows_closed = 0;
+  EXPECT_EQ(ops_on_windows(&t, ref.library), 0u);
+  EXPECT_EQ(windows_opened.load(), 4) << "one per operand at an offset: 1 for scale, 3 for add";
+  EXPECT_EQ(windows_closed.load(), 4);
+
+  t.open_window = &refusing_open;  // no window at that offset
+  EXPECT_EQ(ops_on_windows(&t, ref.library), 2u);
+  t.open_window = &counting_open;
+  t.abi_minor = 11;  // full size, entries set: still a 1.11 table
+  EXPECT_EQ(ops_on_windows(&t, ref.library), 2u);
+  t.abi_minor = 12;
+  xdev_plugin_api header = t;
+  header.struct_size = xdev::plugin::detail::table_size_v1_11;
+  const GuardedTable ends_before(header, xdev::plugin::detail::table_size_v1_11);
+  EXPECT_EQ(ops_on_windows(ends_before.api(), ref.library), 2u) << "a table that ends before them";
+  t.close_window = nullptr;
+  EXPECT_EQ(ops_on_windows(&t, ref.library), 2u) << "both or neither";
+  EXPECT_EQ(windows_closed.load(), 4);
+}
+
+TEST(OpWindows, AWindowThePluginFailsToOpenFailsTheOpWithItsErrorAndClosesTheOneItOpened) {
+  const plugin_abi_test::Loaded ref = plugin_abi_test::load(plugin_abi_test::ref_plugin);
+  xdev_plugin_api t = *ref.api;
+  t.open_window = &failing_second_open;
+  t.close_window = &counting_close;
+  windows_opened = 0;
+  windows_closed = 0;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  const xdev::AnyDevice d(rt.device(0));
+  auto a = xdev::empty<float>(d, {4, 3});
+  xdev::ops::fill(d, a, 1.0f).get();
+  expect_error(
+      xdev::errc::out_of_memory,
+      [&] {
+        xdev::ops::add(d, xdev::slice(a, {1, 2}), xdev::slice(a, {3, 4}), xdev::slice(a, {3, 4})).get();
+      },
+      "open_window: no sub-buffer left");
+  EXPECT_EQ(windows_opened.load(), 1);
+  EXPECT_EQ(windows_closed.load(), 1) << "the window opened before the failure";
+  std::vector<float> got(12);
+  d.copy_to_host(a, std::span<float>(got)).get();
+  EXPECT_EQ(got, std::vector<float>(12, 1.0f)) << "nothing changed";
 }
 
 }  // namespace

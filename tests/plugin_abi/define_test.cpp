@@ -505,6 +505,32 @@ TEST(DefinePlugin, ExceptionsBecomeStatusCodesAndMessages) {
   EXPECT_EQ(none, 0u);
 }
 
+// ABI 1.12: a backend that moves its handles on (REF: `offset_handle`) or opens windows (OpenCL)
+// has both op-window entries; one with neither (ABITEST: its handles are indices) has none. A
+// window of REF memory is the address moved on; a null handle or output is refused.
+TEST(DefinePlugin, OpWindowEntriesFollowTheBackend) {
+  const auto abi = load(plugin_abi_test::abi_plugin);
+  EXPECT_EQ(abi.api->open_window, nullptr);
+  EXPECT_EQ(abi.api->close_window, nullptr);
+  const auto ref = load(plugin_abi_test::ref_plugin);
+  ASSERT_NE(ref.api->open_window, nullptr);
+  ASSERT_NE(ref.api->close_window, nullptr);
+  Client c(ref.api);
+  Errors err;
+  xdev_memory x = 0;
+  ASSERT_EQ(ref.api->allocate(c.backend, 0, 64, &x, &err.c), XDEV_OK);
+  xdev_memory w = 0;
+  ASSERT_EQ(ref.api->open_window(c.backend, 0, x, 24, &w, &err.c), XDEV_OK);
+  EXPECT_EQ(w, x + 24);
+  ref.api->close_window(c.backend, 0, w);
+  Errors null_memory, null_out;
+  EXPECT_EQ(ref.api->open_window(c.backend, 0, 0, 24, &w, &null_memory.c), XDEV_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(null_memory.message, HasSubstr("memory handle is 0"));
+  EXPECT_EQ(ref.api->open_window(c.backend, 0, x, 24, nullptr, &null_out.c), XDEV_ERR_INVALID_ARGUMENT);
+  EXPECT_THAT(null_out.message, HasSubstr("output pointer is null"));
+  ref.api->deallocate(c.backend, 0, x, 64);
+}
+
 // ABI 1.11: a backend with `concepts::StridedTransfers` (ABITEST) has both strided entries; one
 // without (REF) has neither. The region is checked on the way in.
 TEST(DefinePlugin, StridedEntriesFollowTheBackendAndCheckTheRegion) {

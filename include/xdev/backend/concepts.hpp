@@ -61,6 +61,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -155,6 +156,20 @@ concept HostAccessibleBackend = Backend<B> && requires(const B& b, typename B::m
 template <class B>
 concept OffsetsHandles = HasMemoryHandle<B> && requires(const B& b, typename B::memory_handle h, std::size_t n) {
   { b.offset_handle(h, n) } noexcept -> std::same_as<typename B::memory_handle>;
+};
+
+/// Optional, for a backend whose handles cannot simply be moved on (OpenCL's `cl_mem`): windows
+/// opened for one op. `b.open_window(device, h, bytes)` is a handle to the memory of `h` from byte
+/// `bytes` on, which the backend's op members accept like an allocation's (`clCreateSubBuffer`),
+/// or `std::nullopt` when the device cannot start one there (an offset below its base alignment):
+/// that op then runs through the CPU fallback. `b.close_window(device, w)` is called once per
+/// window, after the op's member returned (work it queued may still run: the backend keeps what
+/// that work uses, as OpenCL retains a sub-buffer for its commands). A backend with
+/// `OffsetsHandles` needs neither.
+template <class B>
+concept OpensWindows = HasMemoryHandle<B> && requires(B& b, std::size_t d, typename B::memory_handle h, std::size_t n) {
+  { b.open_window(d, h, n) } -> std::same_as<std::optional<typename B::memory_handle>>;
+  { b.close_window(d, h) } noexcept;
 };
 
 /// Optional: transfers of a strided window in one call each way (`clEnqueueReadBufferRect` /

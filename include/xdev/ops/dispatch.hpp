@@ -33,6 +33,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -272,6 +273,47 @@ Args shifted(const B& b, const Args& args, const OperandOffsets& offsets) {
   });
 }
 
+// The windows a backend with `concepts::OpensWindows` opened for one op's operands at an offset;
+// each closes when this goes, once the op's member has returned.
+template <class B>
+class OpWindows {
+ public:
+  using H = typename B::memory_handle;
+  OpWindows(B& b, std::size_t device) noexcept : b_(b), device_(device) {}
+  OpWindows(const OpWindows&) = delete;
+  OpWindows& operator=(const OpWindows&) = delete;
+  ~OpWindows() {
+    for (std::size_t i = 0; i < n_; ++i) b_.close_window(device_, opened_[i]);
+  }
+
+  /// `args` with each operand at an offset on a window of its own; nullopt when the backend has no
+  /// window at one of those offsets (the op then runs through the fallback).
+  template <class Args>
+  std::optional<Args> shift(const Args& args, const OperandOffsets& offsets) {
+    bool all = true;
+    std::size_t i = 0;
+    Args moved = rebind_handles<H>(args, [&](const H& h) {
+      const std::size_t by = offsets.bytes[i++];
+      if (by == 0 || !all) return h;
+      const std::optional<H> w = b_.open_window(device_, h, by);
+      if (!w) {
+        all = false;
+        return h;
+      }
+      opened_[n_++] = *w;
+      return *w;
+    });
+    if (!all) return std::nullopt;
+    return moved;
+  }
+
+ private:
+  B& b_;
+  std::size_t device_;
+  std::array<H, 3> opened_{};
+  std::size_t n_ = 0;
+};
+
 // The fallback's operands of `args`, each staged from its offset.
 template <class Args>
 auto staged_operands(const Args& args, const OperandOffsets& offsets) {
@@ -321,7 +363,8 @@ void launch_fallback(const Device<B>& dev, const Args& args, const OperandOffset
 
 /// Runs the op of `args` on `dev`: the backend's member, or the CPU fallback. Operands at an
 /// offset (windows of arrays) reach the member through `offset_handle` where the backend has it
-/// (`concepts::OffsetsHandles`), else the fallback stages them.
+/// (`concepts::OffsetsHandles`), or through windows it opens (`concepts::OpensWindows`) where it
+/// can open them; else the fallback stages them.
 template <class B, class Args>
 void launch_op(const Device<B>& dev, const Args& args, const OperandOffsets& offsets, Completion done) {
   constexpr bool member = has_native_op<B, Args>;
@@ -333,6 +376,13 @@ void launch_op(const Device<B>& dev, const Args& args, const OperandOffsets& off
           return call_native(dev.backend(), dev.ordinal(), shifted(dev.backend(), args, offsets), std::move(done));
       }
       return call_native(dev.backend(), dev.ordinal(), args, std::move(done));
+    }
+    if constexpr (!offsets_natively && concepts::OpensWindows<B>) {
+      if (offsets.any() && runs_natively(dev.backend(), args)) {
+        OpWindows<B> windows(dev.backend(), dev.ordinal());
+        if (const std::optional<Args> moved = windows.shift(args, offsets))
+          return call_native(dev.backend(), dev.ordinal(), *moved, std::move(done));
+      }
     }
   }
   if constexpr (!member || !offsets_natively || may_refuse<B, Args>)

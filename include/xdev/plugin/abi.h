@@ -14,9 +14,8 @@
  *   rejected (errc::incompatible_abi) before any other plugin function runs; a newer minor is
  *   accepted and only the fields this header knows are read.
  * - Every struct passed across carries `struct_size` (its sizeof as the sender compiled it). A
- *   receiver rejects a struct smaller than the size of the oldest version it supports
- *   ("expected X, got Y") and accepts a larger one, reading only the fields it knows. New fields
- *   are only ever appended, within a major version.
+ *   receiver rejects one smaller than its oldest supported version ("expected X, got Y") and reads
+ *   only the fields it knows of a larger one. Fields are only ever appended within a major.
  *
  * Calling rules:
  * - Functions returning xdev_status return XDEV_OK (0) or an xdev::errc value; on failure they
@@ -66,8 +65,10 @@ extern "C" {
  *   xdev passes a window only to a 1.10 or newer plugin and refuses the launch for an older one.
  * - 1.11 appends strided transfers: `copy_to_host_strided`, `copy_to_device_strided`
  *   (`xdev_strided_region`; without both, xdev copies a strided window one row at a time), and
- *   `copy_between_strided` (without it, one `copy_between` per row). */
-#define XDEV_ABI_MINOR 11
+ *   `copy_between_strided` (without it, one `copy_between` per row).
+ * - 1.12 appends windows for operations: `open_window`, `close_window` (without both, an op on a
+ *   window of an array at an offset runs through xdev's CPU fallback, which stages the window). */
+#define XDEV_ABI_MINOR 12
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -122,9 +123,8 @@ typedef int32_t xdev_status;
 #define XDEV_OP_COUNT 12
 
 /* xdev::ops::BinaryOp. MIN: `(b < a) ? b : a`; MAX: `(a < b) ? b : a` (a NaN in `a` propagates;
- * the result is one of the inputs, bit for bit). MIN and MAX since ABI 1.2: a plugin whose table
- * reports minor 1 never receives them; one that reports 1.2 or newer must handle all four (or fail
- * the call with XDEV_ERR_INVALID_ARGUMENT for a code it does not know). */
+ * the result is one of the inputs, bit for bit). MIN and MAX since 1.2: a 1.1 plugin never receives
+ * them; a newer one handles all four (or fails with XDEV_ERR_INVALID_ARGUMENT for an unknown code). */
 #define XDEV_BINARY_ADD 0
 #define XDEV_BINARY_MUL 1
 #define XDEV_BINARY_MIN 2
@@ -133,13 +133,10 @@ typedef int32_t xdev_status;
 /* xdev_plugin_api::flags */
 /* The library must never be unloaded (it registers atexit handlers, keeps threads, ...). */
 #define XDEV_PLUGIN_NEVER_UNLOAD 0x1u
-/* Since 1.9: the plugin's memory is host memory, and its handles are host addresses, both ways:
- * every `xdev_memory` that `allocate` returns is the address of the block, which the calling
- * process may read and write (from any thread, once the work submitted on it before has completed),
- * and the plugin accepts as a handle the address of any live, suitably aligned host memory (xdev
- * passes memory it adopted from elsewhere, such as a DLPack tensor). xdev then runs user C++
- * kernels on the plugin's devices as host tasks in device order (`execute`), and exports and
- * imports their arrays through DLPack. Read only from a 1.9 or newer table. */
+/* Since 1.9: handles are host addresses, both ways: `allocate` returns the block's address, which
+ * the process may read and write (from any thread, once the work submitted on it has completed),
+ * and any live, suitably aligned host memory is accepted as a handle (a DLPack tensor's). xdev then
+ * runs user C++ kernels as host tasks in device order (`execute`) and shares arrays through DLPack. */
 #define XDEV_PLUGIN_HOST_MEMORY 0x2u
 
 /* ---- value types ------------------------------------------------------------------------- */
@@ -156,7 +153,6 @@ typedef struct xdev_error {
 
 /* Reports the end of asynchronous work: `complete(context, XDEV_OK, NULL)` on success, or an error
  * code and message (copied during the call). Called exactly once.
- *
  * Since 1.7 (present when `struct_size` covers it; may be null): `device_times(context, begin_ns,
  * end_ns)`, called at most once, on the thread that calls `complete`, just before it, says when the
  * device began and ended the work, in nanoseconds of the host's CLOCK_MONOTONIC (the plugin
@@ -347,11 +343,9 @@ typedef struct xdev_exp_args {
 
 /* ---- the table ---------------------------------------------------------------------------- */
 
-/* What a device is, as typed fields (since 1.8: the `device_properties` entry). xdev sets
- * `struct_size` to the size it was compiled with, zeroes every other field and sets `memory_free` to
- * UINT64_MAX before the call; the plugin writes the fields it knows among those `struct_size`
- * covers (a later minor may append fields). Strings are NUL-terminated, owned by the plugin and
- * valid while the backend lives; null means unknown. */
+/* What a device is (since 1.8: `device_properties`). xdev sets `struct_size`, zeroes the rest and
+ * sets `memory_free` to UINT64_MAX; the plugin writes the fields it knows that `struct_size` covers.
+ * Strings are NUL-terminated, owned by the plugin, valid while the backend lives; null: unknown. */
 typedef struct xdev_device_properties {
   size_t struct_size;
   const char* name;             /* the device's model: "NVIDIA H100 80GB HBM3", "pthread-skylake" */
@@ -403,17 +397,15 @@ typedef struct xdev_kernel_launch {
   uint64_t local[3];
   uint32_t arg_count;
   const xdev_kernel_arg* args;
-  /* Since 1.10: `arg_count` byte offsets, one per argument: where a buffer argument's window
-   * starts in its allocation (the kernel's pointer starts there); 0 for a whole allocation and for
-   * scalars. Null when every offset is 0. */
+  /* Since 1.10: `arg_count` byte offsets, one per argument: where a buffer argument's window starts
+   * in its allocation (the kernel's pointer starts there); 0 for whole ones and scalars; null: all 0. */
   const uint64_t* offsets;
 } xdev_kernel_launch;
 
-/* Since 1.11: a strided window of an allocation, for `copy_to_host_strided` and
- * `copy_to_device_strided`: `slices` slices of `rows` rows of `row_bytes` contiguous bytes; row r
- * of slice s starts `offset + s * slice_pitch + r * row_pitch` bytes into the allocation. The host
- * side is dense: that row is at byte `(s * rows + r) * row_bytes`. xdev passes `row_pitch >=
- * row_bytes`, `slice_pitch >= rows * row_pitch` and more than one row. */
+/* Since 1.11: a strided window of an allocation: `slices` slices of `rows` rows of `row_bytes`
+ * bytes; row r of slice s starts `offset + s * slice_pitch + r * row_pitch` bytes into it, and on the
+ * dense host side at byte `(s * rows + r) * row_bytes`. xdev passes `row_pitch >= row_bytes`,
+ * `slice_pitch >= rows * row_pitch` and more than one row. */
 typedef struct xdev_strided_region {
   size_t struct_size;
   uint64_t offset;
@@ -584,6 +576,17 @@ typedef struct xdev_plugin_api {
                                       const xdev_strided_region* src_region, uint64_t dst_device, xdev_memory dst,
                                       const xdev_strided_region* dst_region, const xdev_completion* done,
                                       xdev_error* err);
+
+  /* ---- since 1.12 (read only when `abi_minor` >= 12 and `struct_size` covers the field) ---- */
+
+  /* Optional windows for operations (both, or neither): `open_window` sets `*out` to a handle of
+   * the memory of `memory` from byte `offset` on, which the operation entries accept like an
+   * allocation's (a sub-buffer), or to 0 when the device has none there (an offset below its base
+   * alignment): xdev then runs that op through its CPU fallback. `close_window` is called once per
+   * window, after the operation entry it was passed to returned (its work may still be running). */
+  xdev_status (*open_window)(void* backend, uint64_t device, xdev_memory memory, uint64_t offset, xdev_memory* out,
+                             xdev_error* err);
+  void (*close_window)(void* backend, uint64_t device, xdev_memory window);
 } xdev_plugin_api;
 
 /* The entry: returns the plugin's table (static storage; never null for a working plugin). It must

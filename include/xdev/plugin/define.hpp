@@ -47,6 +47,9 @@
 ///   strided windows (`xdev::concepts::StridedTransfers`); the incoming region is checked (a short
 ///   struct or rows that overlap are `errc::invalid_argument`). Without them xdev copies a strided
 ///   window one row at a time.
+/// - `open_window` and `close_window` (ABI 1.12) are non-null when `B` moves handles on
+///   (`xdev::concepts::OffsetsHandles`: the window is the moved handle) or opens windows
+///   (`xdev::concepts::OpensWindows`); without them xdev stages an op's window through its fallback.
 /// - An operation entry is non-null when `B` has that op member for at least one dtype, and
 ///   `op_dtypes` reports exactly the dtypes (and pairs, for gather and convert) whose `ops::*Args`
 ///   its members accept, checked per dtype with a requires-expression. Constrain your op templates

@@ -42,6 +42,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -424,6 +425,20 @@ class PluginBackend {
           [&](const xdev_completion* c, const xdev_host_task*, xdev_error* e) {
             return opt_.copy_between_strided(backend_, sd, src, &from, dd, dst, &to, c, e);
           });
+  }
+  /// A window for an op (`concepts::OpensWindows`): the plugin's `open_window` (ABI 1.12), or
+  /// nullopt when it has no such entry or no window at that offset (the op then runs through the
+  /// CPU fallback). \throws xdev::error the plugin's error when the entry fails.
+  std::optional<memory_handle> open_window(std::size_t device, memory_handle h, std::size_t bytes) {
+    if (opt_.open_window == nullptr) return std::nullopt;
+    xdev_memory w = 0;
+    call("open_window", [&](xdev_error* e) { return opt_.open_window(backend_, device, h, bytes, &w, e); });
+    if (w == 0) return std::nullopt;
+    return w;
+  }
+  void close_window(std::size_t device, memory_handle w) noexcept {
+    const InEntry in(*this);
+    opt_.close_window(backend_, device, w);
   }
   /// Runs `task` in device order through the plugin; an exception `task` throws reaches `done`
   /// unchanged (it never crosses into the plugin).

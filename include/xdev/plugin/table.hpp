@@ -97,7 +97,14 @@ static_assert(kernel_offsets_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> 
 inline constexpr std::uint32_t strided_minor = 11;
 static_assert(strided_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates strided transfers");
 
+/// The ABI minor that appended windows for operations (`open_window`, `close_window`).
+inline constexpr std::uint32_t windows_minor = 12;
+static_assert(windows_minor <= XDEV_ABI_MINOR, "this <xdev/plugin/abi.h> predates op windows");
+
 namespace detail {
+
+/// The size of a table of ABI 1.11: everything before `open_window`, which 1.12 appended.
+inline constexpr std::size_t table_size_v1_11 = offsetof(xdev_plugin_api, open_window);
 
 /// The size of a table of ABI 1.9 and 1.10 (1.10 changed only the kernel launch): everything
 /// before `copy_to_host_strided`, which 1.11 appended.

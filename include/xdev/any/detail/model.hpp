@@ -401,13 +401,24 @@ class DeviceModel final : public AnyDeviceModel {
       known = true;
       using Typed = decltype(ops::detail::rebind_handles<H>(std::declval<const Erased&>(), unerase_handle<H>));
       if constexpr (ops::has_native_op<B, Typed>) {
-        // Operands at an offset run here only when the backend can move a handle on
-        // (`concepts::OffsetsHandles`); else the caller's fallback stages them.
-        if (!concepts::OffsetsHandles<B> && offsets.any()) return;
-        Typed typed = ops::detail::rebind_handles<H>(
+        // Operands at an offset run here when the backend can move a handle on
+        // (`concepts::OffsetsHandles`) or open a window there (`concepts::OpensWindows`); else the
+        // caller's fallback stages them.
+        if (!concepts::OffsetsHandles<B> && !concepts::OpensWindows<B> && offsets.any()) return;
+        const Typed typed = ops::detail::rebind_handles<H>(
             *static_cast<const Erased*>(args), [](const erased_handle& e) { return unerase_handle<H>(bound(e)); });
-        if constexpr (concepts::OffsetsHandles<B>) typed = ops::detail::shifted(dev_.backend(), typed, offsets);
-        if (ops::runs_natively(dev_.backend(), typed)) {
+        if (!ops::runs_natively(dev_.backend(), typed)) return;
+        if constexpr (concepts::OffsetsHandles<B>) {
+          native = true;
+          ops::detail::call_native(dev_.backend(), dev_.ordinal(), ops::detail::shifted(dev_.backend(), typed, offsets),
+                                   std::move(done));
+        } else if constexpr (concepts::OpensWindows<B>) {
+          ops::detail::OpWindows<B> windows(dev_.backend(), dev_.ordinal());
+          if (const std::optional<Typed> moved = windows.shift(typed, offsets)) {
+            native = true;
+            ops::detail::call_native(dev_.backend(), dev_.ordinal(), *moved, std::move(done));
+          }
+        } else {
           native = true;
           ops::detail::call_native(dev_.backend(), dev_.ordinal(), typed, std::move(done));
         }

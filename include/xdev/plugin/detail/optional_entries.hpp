@@ -2,8 +2,8 @@
 /// `detail::OptionalEntries`: which of a plugin table's optional entries `PluginBackend` may call,
 /// decided once, by ABI minor, from the table alone. An entry counts only when the table's minor
 /// has it and its `struct_size` covers it (an older table is never read past its end), and a
-/// group of entries (native queues, markers, user kernels, pinned memory, strided transfers) only when all of them
-/// are there. The next minor's entries go here.
+/// group of entries (native queues, markers, user kernels, pinned memory, strided transfers, op
+/// windows) only when all of them are there. The next minor's entries go here.
 #pragma once
 
 #include <xdev/plugin/abi.h>
@@ -31,6 +31,8 @@ struct OptionalEntries {
   decltype(xdev_plugin_api::copy_to_host_strided) copy_to_host_strided = nullptr;  ///< strided transfers (1.11)
   decltype(xdev_plugin_api::copy_to_device_strided) copy_to_device_strided = nullptr;
   decltype(xdev_plugin_api::copy_between_strided) copy_between_strided = nullptr;  ///< 1.11, on its own
+  decltype(xdev_plugin_api::open_window) open_window = nullptr;                    ///< windows for operations (1.12)
+  decltype(xdev_plugin_api::close_window) close_window = nullptr;
 
   /// The entries of `api` (a table that passed `check_table_header`).
   static OptionalEntries read(const xdev_plugin_api* api) noexcept {
@@ -82,6 +84,12 @@ struct OptionalEntries {
     if (table_has(api, strided_minor,
                   offsetof(xdev_plugin_api, copy_between_strided) + sizeof(api->copy_between_strided)))
       o.copy_between_strided = api->copy_between_strided;
+    // Windows for operations (1.12): both entries, in a table that covers them.
+    if (table_has(api, windows_minor, offsetof(xdev_plugin_api, close_window) + sizeof(api->close_window)) &&
+        api->open_window != nullptr && api->close_window != nullptr) {
+      o.open_window = api->open_window;
+      o.close_window = api->close_window;
+    }
     return o;
   }
 };

@@ -17,6 +17,7 @@
 #include <xdev/plugin/detail/op_marshal.hpp>
 #include <xdev/plugin/detail/op_table.hpp>
 #include <xdev/plugin/detail/strided_entries.hpp>
+#include <xdev/plugin/detail/window_entries.hpp>
 #include <xdev/policy/capability_set.hpp>
 
 #include <algorithm>
@@ -561,6 +562,8 @@ inline constexpr xdev_plugin_api plugin_api{
     entry_when<concepts::StridedTransfers<B>>(&StridedEntries<B, Client<B>>::copy_to_host),
     entry_when<concepts::StridedTransfers<B>>(&StridedEntries<B, Client<B>>::copy_to_device),
     entry_when<concepts::StridedCopies<B>>(&StridedEntries<B, Client<B>>::copy_between),
+    entry_when<has_op_windows<B>>(&WindowEntries<B, Client<B>>::open),
+    entry_when<has_op_windows<B>>(&WindowEntries<B, Client<B>>::close),
 };
 
 /// The checks a table must pass at compile time (instantiated by `XDEV_DEFINE_PLUGIN`).
