@@ -398,9 +398,10 @@ class OpenCL {
   }
 
   /// A copy between strided windows (`concepts::StridedCopies`): within one context and between
-  /// two buffers, one `clEnqueueCopyBufferRect` on the source device's queue. Windows of one
-  /// buffer (their rectangles may interleave, which OpenCL refuses as an overlap), two contexts,
-  /// or a slice pitch that is no multiple of the row pitch go one `copy_between` per row.
+  /// two buffers, one `clEnqueueCopyBufferRect` on the source device's queue. Between windows of
+  /// one buffer (their rectangles may interleave, which OpenCL refuses as an overlap), two: into a
+  /// dense temporary buffer of the region's bytes and out of it. Two contexts, a slice pitch that
+  /// is no multiple of the row pitch, or no memory for the temporary: one `copy_between` per row.
   void copy_between_strided(std::size_t sd, memory_handle src, const xdev::StridedRegion& sr, std::size_t dd,
                             memory_handle dst, const xdev::StridedRegion& dr, xdev::Completion done) {
     if (sr.bytes() == 0) return done(nullptr);
@@ -410,21 +411,43 @@ class OpenCL {
       return r.slices > 1 ? r.slice_pitch : r.rows * r.row_pitch;
     };
     const std::size_t sp = slice_pitch(sr), dp = slice_pitch(dr);
-    if (src == dst || s.context != t.context || sp % sr.row_pitch != 0 || dp % dr.row_pitch != 0)
+    cl_mem temporary = nullptr;
+    if (src == dst && s.context == t.context) {
+      cl_int err = CL_SUCCESS;
+      temporary = clCreateBuffer(contexts_[s.context].context, CL_MEM_READ_WRITE, sr.bytes(), nullptr, &err);
+      if (err != CL_SUCCESS) temporary = nullptr;
+    }
+    if ((src == dst && temporary == nullptr) || s.context != t.context || sp % sr.row_pitch != 0 ||
+        dp % dr.row_pitch != 0) {
+      if (temporary != nullptr) clReleaseMemObject(temporary);
       return xdev::detail::start_parts(
           sr.rows * sr.slices,
           [&](std::size_t i, xdev::Completion part) {
             copy_between(sd, src, sr.row_offset(i), dd, dst, dr.row_offset(i), sr.row_bytes, std::move(part));
           },
           std::move(done));
+    }
     const std::size_t from[3] = {sr.offset % sp % sr.row_pitch, sr.offset % sp / sr.row_pitch, sr.offset / sp};
     const std::size_t to[3] = {dr.offset % dp % dr.row_pitch, dr.offset % dp / dr.row_pitch, dr.offset / dp};
     const std::size_t region[3] = {sr.row_bytes, sr.rows, sr.slices};
+    const std::size_t dense[3] = {0, 0, 0};
+    const std::size_t dense_slice = sr.row_bytes * sr.rows;
     std::unique_lock lk(s.m);
     cl_event ev = nullptr;
-    cl_check(clEnqueueCopyBufferRect(queue_of(s), src, dst, from, to, region, sr.row_pitch, sp, dr.row_pitch, dp, 0,
-                                     nullptr, &ev),
-             s.label, "clEnqueueCopyBufferRect");
+    cl_int err = CL_SUCCESS;
+    if (temporary == nullptr) {
+      err = clEnqueueCopyBufferRect(queue_of(s), src, dst, from, to, region, sr.row_pitch, sp, dr.row_pitch, dp, 0,
+                                    nullptr, &ev);
+    } else {
+      // In and out of the temporary on the in-order queue; it is freed once both commands ran.
+      err = clEnqueueCopyBufferRect(queue_of(s), src, temporary, from, dense, region, sr.row_pitch, sp, sr.row_bytes,
+                                    dense_slice, 0, nullptr, nullptr);
+      if (err == CL_SUCCESS)
+        err = clEnqueueCopyBufferRect(queue_of(s), temporary, dst, dense, to, region, sr.row_bytes, dense_slice,
+                                      dr.row_pitch, dp, 0, nullptr, &ev);
+      clReleaseMemObject(temporary);
+    }
+    cl_check(err, s.label, "clEnqueueCopyBufferRect");
     complete_on(s, lk, ev, pending(std::move(done), s.label + ": strided copy to " + t.label));
   }
 
