@@ -8,6 +8,12 @@
 //   0.9 of MPI's bandwidth from 1 MiB up (a time ratio of at most 1.11), with one process per core.
 //   Also `Session::all_reduce` of the host buffer on the calling thread (session/mpi): the same
 //   reduction without the asynchronous call.
+// all_reduce/two_per_rank_vs_mpi/<bytes> (any number of processes): the same reduction over a
+//   `GlobalMesh` of shape {processes, 2} ("host", "local") with two host devices per process, so
+//   hierarchical: the two local arrays reduced in the process, the sum across the processes with
+//   MPI (pipelined in chunks with the local step), and handed back to the second device; against
+//   one `MPI_Allreduce` of the same bytes per process. No goal: the figure says what a second
+//   device per process costs over one (the local reduce and the copy back are memory passes).
 // all_reduce/mesh4_vs_mpi4/<bytes> (mpirun -np 4): rank 0 alone runs `spmd::all_reduce(sum)` over a
 //   mesh of 4 host devices in its own process (the other ranks wait), against `MPI_Allreduce` of
 //   the same bytes over the 4 processes: one process with 4 devices against 4 processes with one.
@@ -91,6 +97,31 @@ void xdev_vs_mpi(benchmark::State& st, std::size_t bytes) {
                               1, static_cast<double>(bytes));
 }
 
+void two_per_rank_vs_mpi(benchmark::State& st, std::size_t bytes) {
+  dist::Session& session = *dist::Session::current();
+  const std::size_t n = bytes / sizeof(float);
+  static xdev::Runtime<xdev::backends::Host> runtime({}, xdev::backends::Host::Options{.devices = 2});
+  static const std::vector<AnyDevice> devices{AnyDevice(runtime.device(0)), AnyDevice(runtime.device(1))};
+  static dist::GlobalMesh mesh(session, devices, {static_cast<std::int64_t>(session.world_size()), 2},
+                               {"host", "local"});
+  std::vector<AnyArray<float>> arrays;
+  for (const auto& d : devices) {
+    arrays.push_back(xdev::empty<float>(d, {static_cast<std::int64_t>(n)}));
+    xdev::ops::fill(d, arrays.back(), 0.0f).get();  // sums of zeros stay zeros
+  }
+  std::vector<float> host(n, 0.0f);
+  auto mesh_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i)
+      dist::all_reduce(mesh, std::span<AnyArray<float>>(arrays), spmd::ReduceOp::sum).get();
+  };
+  auto mpi_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i)
+      MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  };
+  xdev_bench::run_interleaved(st, {{"two_per_rank", mesh_side}, {"mpi", mpi_side}}, chunk_for(bytes), 1,
+                              static_cast<double>(bytes));
+}
+
 void mesh4_vs_mpi4(benchmark::State& st, std::size_t bytes) {
   dist::Session& session = *dist::Session::current();
   if (session.world_size() != 4) {
@@ -144,6 +175,16 @@ void mesh4_vs_mpi4(benchmark::State& st, std::size_t bytes) {
                            .unit = "all_reduce"});
     xdev_bench::add_ratio(
         {.label = a + " session/mpi", .benchmark = a, .subject = "session", .baseline = "mpi", .unit = "all_reduce"});
+    const std::string h = "all_reduce/two_per_rank_vs_mpi/" + std::to_string(bytes);
+    benchmark::RegisterBenchmark("all_reduce/two_per_rank_vs_mpi", two_per_rank_vs_mpi, bytes)
+        ->Arg(static_cast<std::int64_t>(bytes))
+        ->Iterations(iterations_for(bytes))
+        ->UseManualTime();
+    xdev_bench::add_ratio({.label = h + " two_per_rank/mpi",
+                           .benchmark = h,
+                           .subject = "two_per_rank",
+                           .baseline = "mpi",
+                           .unit = "all_reduce"});
     const std::string b = "all_reduce/mesh4_vs_mpi4/" + std::to_string(bytes);
     benchmark::RegisterBenchmark("all_reduce/mesh4_vs_mpi4", mesh4_vs_mpi4, bytes)
         ->Arg(static_cast<std::int64_t>(bytes))

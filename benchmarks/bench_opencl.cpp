@@ -20,7 +20,7 @@
 // ops/scale_window/<floats>: `ops::scale` on rows 1.. of a [rows + 1, 256] float OPENCL array (a
 //   window at byte 1024, a multiple of PoCL's base alignment: a sub-buffer through the plugin's op
 //   windows, ABI 1.12) against the same op on a whole array of the same size. Goal: at most 1.5x
-//   (through the CPU fallback, which stages the window to the host and back, it was 8-40x).
+//   (through the CPU fallback, which staged the window to the host and back: 4.1x and 6.0x).
 //
 // The plugin is loaded from the build's plugins/ directory (XDEV_BENCH_PLUGIN_DIR); without an
 // OpenCL device every benchmark reports an error saying why.

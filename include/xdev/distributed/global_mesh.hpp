@@ -15,8 +15,8 @@
 /// (rank 0's devices first, each rank's in its local mesh order), so it is the same on every
 /// rank, and device `g` prints as `rank R / NAME` (`device_label(g)`).
 ///
-/// **all_reduce** is hierarchical: the local arrays are reduced on the local mesh
-/// (`spmd::all_reduce`, ReduceOp sum for `mean`), local device 0's result is reduced across the
+/// **all_reduce** is hierarchical: the local arrays are reduced into local device 0's
+/// (`spmd::reduce`, ReduceOp sum for `mean`), local device 0's result is reduced across the
 /// processes with `MPI_Iallreduce` (`Session::all_reduce`, polled to the deadline, arrival tokens
 /// naming a missing rank) — in place when its memory is host memory, else through a host copy —
 /// scaled by 1 / (global device count) for `mean`, and copied to every other local device. The

@@ -417,12 +417,14 @@ void run_all_reduce(const M& mesh, std::span<const Out<T>> arrays, const ReduceP
     return Range{static_cast<std::int64_t>(c) * rows / static_cast<std::int64_t>(pieces),
                  static_cast<std::int64_t>(c + 1) * rows / static_cast<std::int64_t>(pieces)};
   };
-  // 1. Within the process, piece by piece on the local mesh (sum for mean).
+  // 1. Within the process, piece by piece on the local mesh (sum for mean), into local device 0's
+  // array only: the others get the global result in step 3, so a local all_reduce's second half
+  // (the local sum back to every device) would be work thrown away.
   auto local_reduce = [&](std::size_t c) {
     std::vector<AnyArrayView<T>> windows;
     for (const auto& a : arrays) windows.push_back(pieces == 1 ? a : xdev::slice(a, rows_of(c)));
-    return spmd::all_reduce(mesh.local_mesh(), axis, std::span(windows), plan.local_op,
-                            spmd::CollectiveOptions{.timeout = deadline.remaining()});
+    return spmd::reduce(mesh.local_mesh(), axis, std::span(windows), plan.local_op, 0,
+                        spmd::CollectiveOptions{.timeout = deadline.remaining()});
   };
   std::vector<Future<void>> local(pieces);
   PendingWork copies(staged);
