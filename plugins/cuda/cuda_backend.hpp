@@ -248,6 +248,12 @@ class Cuda {
                          xdev::Autocast<xdev::AutocastKey::cuda, xdev::DType::bf16>, xdev::Priority<200>>;
   /// A device pointer.
   using memory_handle = void*;
+  /// The device pointer `bytes` past `h` (`xdev::concepts::OffsetsHandles`): ops on windows of
+  /// arrays run here (every kernel takes element-aligned pointers; cuBLAS takes any such pointer,
+  /// as it does for PyTorch's views), through the table's op windows (ABI 1.12).
+  [[nodiscard]] memory_handle offset_handle(memory_handle h, std::size_t bytes) const noexcept {
+    return static_cast<std::byte*>(h) + bytes;
+  }
   static constexpr std::string_view plugin_version = "1.0.0";
   static constexpr std::string_view plugin_platform = "CUDA runtime and cuBLAS: the NVIDIA GPUs of this machine";
 
