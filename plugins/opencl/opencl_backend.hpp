@@ -666,9 +666,8 @@ class OpenCL {
   /// (CL_DEVICE_MEM_BASE_ADDR_ALIGN), and xdev stages that op's window through its CPU fallback.
   std::optional<cl_mem> open_window(std::size_t device, cl_mem m, std::size_t offset) {
     const Dev& d = dev(device);
-    const std::string what = d.label + ": an op's operand";
-    if (offset % base_align(d, what) != 0) return std::nullopt;
-    return sub_buffer(m, offset, what);
+    if (offset % d.base_align != 0) return std::nullopt;
+    return sub_buffer(m, offset, d.label + ": an op's operand");
   }
   /// Releases the window: the commands that use it keep their own reference until they finish.
   void close_window(std::size_t, cl_mem w) noexcept { clReleaseMemObject(w); }
@@ -1047,6 +1046,7 @@ class OpenCL {
     std::string label;             // "OPENCL:0"
     std::size_t reduce_local = 1;  // power-of-two work-group size of the reductions
     std::size_t gemm_items = 0;    // the largest work-group the gemm kernels can run in
+    std::uint64_t base_align = 1;  // where a sub-buffer may start: a multiple of this many bytes
     std::mutex m;                  // held while setting kernel arguments and enqueueing
     std::map<std::string, cl_kernel, std::less<>> kernels;
     std::atomic<cl_ulong> allocated{0};
@@ -1107,7 +1107,8 @@ class OpenCL {
     return *devices_[device];
   }
 
-  // Where device `d` starts a sub-buffer: a multiple of this many bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN).
+  // Where device `d` starts a sub-buffer: a multiple of this many bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN);
+  // asked once per device, kept in `Dev::base_align`.
   static std::uint64_t base_align(const Dev& d, const std::string& what) {
     cl_uint align_bits = 0;
     cl_check(clGetDeviceInfo(d.id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, nullptr), what,
@@ -1135,7 +1136,7 @@ class OpenCL {
   //         a multiple of it, or past the allocation.
   cl_mem window(const Dev& d, const std::string& entry, std::size_t i, cl_mem m, std::uint64_t offset) {
     const std::string what = d.label + ": kernel \"" + entry + "\" argument " + std::to_string(i);
-    const std::uint64_t align = base_align(d, what);
+    const std::uint64_t align = d.base_align;
     if (offset % align != 0)
       throw xdev::error(xdev::errc::invalid_argument,
                         what + " is a window at byte " + std::to_string(offset) +
@@ -1336,6 +1337,7 @@ class OpenCL {
       d->id = f.id;
       d->info = f.info;
       d->label = "OPENCL:" + std::to_string(devices_.size());
+      d->base_align = base_align(*d, d->label);
       d->context = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), std::pair{f.platform, f.info.fp64}) -
                                             keys.begin());
       // Owned by devices_ before anything can fail: release() frees what was created.

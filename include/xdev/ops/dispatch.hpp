@@ -274,7 +274,9 @@ Args shifted(const B& b, const Args& args, const OperandOffsets& offsets) {
 }
 
 // The windows a backend with `concepts::OpensWindows` opened for one op's operands at an offset;
-// each closes when this goes, once the op's member has returned.
+// each closes when this goes, once the op's member has returned. Two operands at the same offset
+// of the same memory (an op in place on a window) share one window, as they would share the
+// array's handle: OpenCL leaves writes through two overlapping sub-buffers undefined.
 template <class B>
 class OpWindows {
  public:
@@ -283,11 +285,11 @@ class OpWindows {
   OpWindows(const OpWindows&) = delete;
   OpWindows& operator=(const OpWindows&) = delete;
   ~OpWindows() {
-    for (std::size_t i = 0; i < n_; ++i) b_.close_window(device_, opened_[i]);
+    for (std::size_t i = 0; i < n_; ++i) b_.close_window(device_, opened_[i].window);
   }
 
-  /// `args` with each operand at an offset on a window of its own; nullopt when the backend has no
-  /// window at one of those offsets (the op then runs through the fallback).
+  /// `args` with each operand at an offset on a window; nullopt when the backend has no window at
+  /// one of those offsets (the op then runs through the fallback).
   template <class Args>
   std::optional<Args> shift(const Args& args, const OperandOffsets& offsets) {
     bool all = true;
@@ -295,12 +297,14 @@ class OpWindows {
     Args moved = rebind_handles<H>(args, [&](const H& h) {
       const std::size_t by = offsets.bytes[i++];
       if (by == 0 || !all) return h;
+      for (std::size_t k = 0; k < n_; ++k)
+        if (opened_[k].memory == h && opened_[k].offset == by) return opened_[k].window;
       const std::optional<H> w = b_.open_window(device_, h, by);
       if (!w) {
         all = false;
         return h;
       }
-      opened_[n_++] = *w;
+      opened_[n_++] = {h, by, *w};
       return *w;
     });
     if (!all) return std::nullopt;
@@ -308,9 +312,14 @@ class OpWindows {
   }
 
  private:
+  struct Opened {
+    H memory{};
+    std::size_t offset = 0;
+    H window{};
+  };
   B& b_;
   std::size_t device_;
-  std::array<H, 3> opened_{};
+  std::array<Opened, 3> opened_{};
   std::size_t n_ = 0;
 };
 
