@@ -7,7 +7,10 @@
 //   against a raw `MPI_Allreduce(MPI_IN_PLACE)` of a host buffer of the same size. Goal: at least
 //   0.9 of MPI's bandwidth from 1 MiB up (a time ratio of at most 1.11), with one process per core.
 //   Also `Session::all_reduce` of the host buffer on the calling thread (session/mpi): the same
-//   reduction without the asynchronous call.
+//   reduction without the asynchronous call; and the same `Session::all_reduce` handed to the
+//   session's collectives thread with `Session::post` and waited for with a `std::promise`
+//   (handoff/mpi): the floor of any asynchronous collective on this machine (a wake-up of that
+//   thread and one of the waiter), so that xdev/handoff is what xdev's own steps add to it.
 // all_reduce/two_per_rank_vs_mpi/<bytes> (any number of processes): the same reduction over a
 //   `GlobalMesh` of shape {processes, 2} ("host", "local") with two host devices per process, so
 //   hierarchical: the two local arrays reduced in the process, the sum across the processes with
@@ -46,6 +49,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <future>
 #include <memory>
 #include <span>
 #include <string>
@@ -93,8 +98,25 @@ void xdev_vs_mpi(benchmark::State& st, std::size_t bytes) {
   auto session_side = [&](std::int64_t calls) {
     for (std::int64_t i = 0; i < calls; ++i) session.all_reduce(std::span<float>(host), MPI_SUM);
   };
-  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"mpi", mpi_side}, {"session", session_side}}, chunk_for(bytes),
-                              1, static_cast<double>(bytes));
+  // The bare hand-off to the collectives thread and back, around the same reduction.
+  auto handoff_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) {
+      std::promise<void> done;
+      std::future<void> ready = done.get_future();
+      session.post([&] {
+        try {
+          session.all_reduce(std::span<float>(host), MPI_SUM);
+          done.set_value();
+        } catch (...) {
+          done.set_exception(std::current_exception());
+        }
+      });
+      ready.get();
+    }
+  };
+  xdev_bench::run_interleaved(
+      st, {{"xdev", xdev_side}, {"mpi", mpi_side}, {"session", session_side}, {"handoff", handoff_side}},
+      chunk_for(bytes), 1, static_cast<double>(bytes));
 }
 
 void two_per_rank_vs_mpi(benchmark::State& st, std::size_t bytes) {
@@ -175,6 +197,10 @@ void mesh4_vs_mpi4(benchmark::State& st, std::size_t bytes) {
                            .unit = "all_reduce"});
     xdev_bench::add_ratio(
         {.label = a + " session/mpi", .benchmark = a, .subject = "session", .baseline = "mpi", .unit = "all_reduce"});
+    xdev_bench::add_ratio(
+        {.label = a + " handoff/mpi", .benchmark = a, .subject = "handoff", .baseline = "mpi", .unit = "all_reduce"});
+    xdev_bench::add_ratio(
+        {.label = a + " xdev/handoff", .benchmark = a, .subject = "xdev", .baseline = "handoff", .unit = "all_reduce"});
     const std::string h = "all_reduce/two_per_rank_vs_mpi/" + std::to_string(bytes);
     benchmark::RegisterBenchmark("all_reduce/two_per_rank_vs_mpi", two_per_rank_vs_mpi, bytes)
         ->Arg(static_cast<std::int64_t>(bytes))
