@@ -24,8 +24,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -230,6 +232,32 @@ TEST(GlobalMesh, RankMajorIdsAndLabels) {
   // The free constructor uses the live session.
   const dist::GlobalMesh again(xdev::spmd::Mesh(host_devices(mine), "data"));
   EXPECT_EQ(again.device_labels(), mesh.device_labels());
+}
+
+TEST(GlobalMesh, CopiesShareTheLayoutAndAMovedFromMeshStaysWhole) {
+  // Every asynchronous collective keeps a copy of its mesh: a copy must not duplicate the layout
+  // (one label per global device, the local mesh), and must outlive the original.
+  auto original = std::make_unique<dist::GlobalMesh>(*session, host_devices(2), "data");
+  const dist::GlobalMesh copy = *original;
+  EXPECT_EQ(&copy.device_labels(), &original->device_labels()) << "the copy duplicated the labels";
+  EXPECT_EQ(&copy.local_mesh(), &original->local_mesh()) << "the copy duplicated the local mesh";
+  const std::vector<std::string> labels = original->device_labels();
+  dist::GlobalMesh moved = std::move(*original);
+  EXPECT_EQ(original->device_labels(), labels) << "a moved-from mesh lost its layout";  // NOLINT: use after move
+  EXPECT_EQ(original->size(), moved.size());  // NOLINT: use after move, on purpose
+  original.reset();
+  EXPECT_EQ(copy.device_labels(), labels);
+  EXPECT_EQ(copy.local_mesh().size(), 2u);
+  // And a collective over the copy, the original gone.
+  std::vector<xdev::AnyArray<float>> arrays;
+  for (std::size_t i = 0; i < copy.local_size(); ++i) {
+    arrays.push_back(xdev::empty<float>(copy.local_mesh().device(i), {4}));
+    xdev::ops::fill(copy.local_mesh().device(i), arrays.back(), 1.0f).get();
+  }
+  dist::all_reduce(copy, std::span(arrays), xdev::spmd::ReduceOp::sum).get();
+  std::vector<float> host(4);
+  arrays[1].device().copy_to_host(arrays[1].buffer(), std::span(host)).get();
+  EXPECT_EQ(host, std::vector<float>(4, static_cast<float>(copy.size())));
 }
 
 TEST(GlobalMesh, DifferentAxisNamesFailOnEveryRank) {

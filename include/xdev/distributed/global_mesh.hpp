@@ -81,14 +81,15 @@ class GlobalMesh {
   ///         one axis or the ranks name the axis differently (naming the ranks);
   ///         `errc::deadline_exceeded` / `errc::unavailable` as `Session::rendezvous`.
   GlobalMesh(Session& session, spmd::Mesh local, std::optional<std::chrono::milliseconds> timeout = std::nullopt)
-      : session_(&session), local_(std::move(local)) {
+      : session_(&session) {
     std::string problem;
-    if (local_.empty())
+    if (local.empty())
       problem = "the local mesh has no devices";
-    else if (local_.ndim() != 1)
-      problem = "the local mesh has " + std::to_string(local_.ndim()) + " axes; a GlobalMesh takes one-axis meshes";
-    adopt(detail::meet(session, local_, problem, local_.empty() ? std::string() : local_.axis_names()[0], {}, {},
-                       timeout));
+    else if (local.ndim() != 1)
+      problem = "the local mesh has " + std::to_string(local.ndim()) + " axes; a GlobalMesh takes one-axis meshes";
+    auto layout =
+        detail::meet(session, local, problem, local.empty() ? std::string() : local.axis_names()[0], {}, {}, timeout);
+    adopt(std::move(local), std::move(layout));
   }
 
   /// The same, over the live session. \throws xdev::error `errc::unavailable` when there is none.
@@ -118,45 +119,56 @@ class GlobalMesh {
              std::vector<std::string> axis_names, std::optional<std::chrono::milliseconds> timeout = std::nullopt)
       : session_(&session) {
     std::string problem = detail::layout_problem(devices, shape, axis_names);
-    if (problem.empty()) local_ = spmd::Mesh(devices, "local");
-    adopt(detail::meet(session, local_, problem, std::string(), std::move(shape), std::move(axis_names), timeout));
+    spmd::Mesh local;
+    if (problem.empty()) local = spmd::Mesh(devices, "local");
+    auto layout =
+        detail::meet(session, local, problem, std::string(), std::move(shape), std::move(axis_names), timeout);
+    adopt(std::move(local), std::move(layout));
   }
 
+  // Copies share the layout (immutable once built), so that every asynchronous collective can keep
+  // its own copy of the mesh for the price of a reference count. No move: a moved-from mesh stays
+  // whole.
+  GlobalMesh(const GlobalMesh&) = default;
+  GlobalMesh& operator=(const GlobalMesh&) = default;
+  ~GlobalMesh() = default;
+
   /// Number of devices of every rank together.
-  [[nodiscard]] std::size_t size() const noexcept { return labels_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept { return shared_->layout.labels.size(); }
   /// Number of this rank's devices.
-  [[nodiscard]] std::size_t local_size() const noexcept { return local_.size(); }
+  [[nodiscard]] std::size_t local_size() const noexcept { return shared_->local.size(); }
   /// This process's rank, and the number of processes.
   [[nodiscard]] std::uint32_t rank() const noexcept { return session_->rank(); }
   [[nodiscard]] std::uint32_t world_size() const noexcept { return session_->world_size(); }
   /// The name of a one-axis mesh's axis (the same on every rank).
   /// \throws xdev::error `errc::invalid_argument` for a mesh of several axes (see `axis_names`).
   [[nodiscard]] const std::string& axis_name() const {
-    if (names_.size() != 1)
-      throw error(errc::invalid_argument, "GlobalMesh::axis_name: the mesh has " + std::to_string(names_.size()) +
-                                              " axes (" + describe_axes() + "); use axis_names()");
-    return names_[0];
+    if (shared_->layout.names.size() != 1)
+      throw error(errc::invalid_argument, "GlobalMesh::axis_name: the mesh has " +
+                                              std::to_string(shared_->layout.names.size()) + " axes (" +
+                                              describe_axes() + "); use axis_names()");
+    return shared_->layout.names[0];
   }
   /// Every axis's name and extent, in axis order (a one-axis mesh: its axis, of extent `size()`).
-  [[nodiscard]] const std::vector<std::string>& axis_names() const noexcept { return names_; }
-  [[nodiscard]] const std::vector<std::int64_t>& shape() const noexcept { return shape_; }
-  [[nodiscard]] std::size_t ndim() const noexcept { return shape_.size(); }
+  [[nodiscard]] const std::vector<std::string>& axis_names() const noexcept { return shared_->layout.names; }
+  [[nodiscard]] const std::vector<std::int64_t>& shape() const noexcept { return shared_->layout.shape; }
+  [[nodiscard]] std::size_t ndim() const noexcept { return shared_->layout.shape.size(); }
   /// Extent of axis `name`. \throws xdev::error `errc::invalid_argument` naming the mesh's axes.
-  [[nodiscard]] std::int64_t axis_size(std::string_view name) const { return shape_[axis_index(name)]; }
+  [[nodiscard]] std::int64_t axis_size(std::string_view name) const { return shared_->layout.shape[axis_index(name)]; }
   /// Coordinates of global device `g`, one per axis.
   /// \throws xdev::error `errc::invalid_argument` when `g >= size()`.
   [[nodiscard]] std::vector<std::int64_t> coords(std::size_t g) const {
     check_global(g);
-    std::vector<std::int64_t> out(shape_.size());
-    for (std::size_t a = shape_.size(); a-- > 0;) {
-      out[a] = static_cast<std::int64_t>(g % static_cast<std::size_t>(shape_[a]));
-      g /= static_cast<std::size_t>(shape_[a]);
+    std::vector<std::int64_t> out(shared_->layout.shape.size());
+    for (std::size_t a = shared_->layout.shape.size(); a-- > 0;) {
+      out[a] = static_cast<std::int64_t>(g % static_cast<std::size_t>(shared_->layout.shape[a]));
+      g /= static_cast<std::size_t>(shared_->layout.shape[a]);
     }
     return out;
   }
   /// This rank's devices, as the mesh it was built from (a mesh of several axes: one axis,
   /// "local", of this rank's devices in order).
-  [[nodiscard]] const spmd::Mesh& local_mesh() const noexcept { return local_; }
+  [[nodiscard]] const spmd::Mesh& local_mesh() const noexcept { return shared_->local; }
   /// The session it belongs to.
   [[nodiscard]] Session& session() const noexcept { return *session_; }
 
@@ -166,25 +178,27 @@ class GlobalMesh {
     if (local >= local_size())
       throw error(errc::invalid_argument, "GlobalMesh::global_index(" + std::to_string(local) + "): this rank has " +
                                               std::to_string(local_size()) + " devices");
-    return offsets_[rank()] + local;
+    return shared_->layout.offsets[rank()] + local;
   }
   /// Global index of rank `r`'s first device, and its number of devices.
   /// \throws xdev::error `errc::invalid_argument` when `r >= world_size()`.
-  [[nodiscard]] std::size_t first_index_of(std::uint32_t r) const { return offsets_.at(check_rank(r)); }
-  [[nodiscard]] std::size_t size_of(std::uint32_t r) const { return offsets_.at(check_rank(r) + 1) - offsets_.at(r); }
+  [[nodiscard]] std::size_t first_index_of(std::uint32_t r) const { return shared_->layout.offsets.at(check_rank(r)); }
+  [[nodiscard]] std::size_t size_of(std::uint32_t r) const {
+    return shared_->layout.offsets.at(check_rank(r) + 1) - shared_->layout.offsets.at(r);
+  }
   /// The rank that owns global device `g`.
   /// \throws xdev::error `errc::invalid_argument` when `g >= size()`.
   [[nodiscard]] std::uint32_t rank_of(std::size_t g) const {
     check_global(g);
     std::uint32_t r = 0;
-    while (offsets_[r + 1] <= g) ++r;
+    while (shared_->layout.offsets[r + 1] <= g) ++r;
     return r;
   }
   /// Global device `g` as "rank R / NAME", e.g. "rank 1 / HOST:0".
   /// \throws xdev::error `errc::invalid_argument` when `g >= size()`.
-  [[nodiscard]] const std::string& device_label(std::size_t g) const { return labels_[check_global(g)]; }
+  [[nodiscard]] const std::string& device_label(std::size_t g) const { return shared_->layout.labels[check_global(g)]; }
   /// Every global device's label, in global order.
-  [[nodiscard]] const std::vector<std::string>& device_labels() const noexcept { return labels_; }
+  [[nodiscard]] const std::vector<std::string>& device_labels() const noexcept { return shared_->layout.labels; }
 
   /// The positions of `axes`, in the order named, checked: at least one, every name an axis,
   /// none twice. \throws xdev::error `errc::invalid_argument` naming the problem, prefixed by `op`.
@@ -212,7 +226,7 @@ class GlobalMesh {
   [[nodiscard]] const detail::AxisPlans::Plan* axes_plan(const std::vector<std::size_t>& positions) const {
     std::uint32_t mask = 0;
     for (auto a : positions) mask |= std::uint32_t{1} << a;
-    return plans_ ? &plans_->by_mask.at(mask) : nullptr;
+    return shared_->layout.plans ? &shared_->layout.plans->by_mask.at(mask) : nullptr;
   }
 
   /// "GlobalMesh(data=4 over 2 processes: rank 0 / HOST:0, rank 0 / HOST:1, rank 1 / HOST:0, rank 1 / HOST:1)";
@@ -220,7 +234,7 @@ class GlobalMesh {
   [[nodiscard]] std::string to_string() const {
     std::string out = "GlobalMesh(" + describe_axes() + " over " + std::to_string(world_size()) +
                       (world_size() == 1 ? " process: " : " processes: ");
-    for (std::size_t g = 0; g < labels_.size(); ++g) out += (g ? ", " : "") + labels_[g];
+    for (std::size_t g = 0; g < shared_->layout.labels.size(); ++g) out += (g ? ", " : "") + shared_->layout.labels[g];
     return out + ")";
   }
   friend std::ostream& operator<<(std::ostream& os, const GlobalMesh& m) { return os << m.to_string(); }
@@ -239,33 +253,30 @@ class GlobalMesh {
     return g;
   }
 
-  void adopt(detail::GlobalLayout layout) {
-    shape_ = std::move(layout.shape);
-    names_ = std::move(layout.names);
-    offsets_ = std::move(layout.offsets);
-    labels_ = std::move(layout.labels);
-    plans_ = std::move(layout.plans);
+  void adopt(spmd::Mesh local, detail::GlobalLayout layout) {
+    shared_ = std::make_shared<const Shared>(Shared{std::move(local), std::move(layout)});
   }
   std::size_t axis_index(std::string_view name) const {
-    for (std::size_t a = 0; a < names_.size(); ++a)
-      if (names_[a] == name) return a;
+    for (std::size_t a = 0; a < shared_->layout.names.size(); ++a)
+      if (shared_->layout.names[a] == name) return a;
     throw error(errc::invalid_argument,
                 "GlobalMesh has no axis '" + std::string(name) + "'; its axes are " + describe_axes());
   }
   std::string describe_axes() const {
     std::string out;
-    for (std::size_t a = 0; a < names_.size(); ++a)
-      out += (a ? ", " : "") + names_[a] + "=" + std::to_string(shape_[a]);
+    for (std::size_t a = 0; a < shared_->layout.names.size(); ++a)
+      out += (a ? ", " : "") + shared_->layout.names[a] + "=" + std::to_string(shared_->layout.shape[a]);
     return out;
   }
 
+  // This rank's mesh and the global layout: its shape and axis names, per rank the first global
+  // index (then size()), per global device its label, and for several axes the plan per set of axes.
+  struct Shared {
+    spmd::Mesh local;
+    detail::GlobalLayout layout;
+  };
   Session* session_;
-  spmd::Mesh local_;
-  std::vector<std::int64_t> shape_;
-  std::vector<std::string> names_;
-  std::shared_ptr<const detail::AxisPlans> plans_;  // several axes only: per set of axes
-  std::vector<std::size_t> offsets_;                // per rank: its first global index; then size()
-  std::vector<std::string> labels_;                 // per global device: "rank R / NAME"
+  std::shared_ptr<const Shared> shared_;
 };
 
 /// Reduces `arrays` (one per LOCAL device of `mesh`, in local mesh order, all of the same shape
