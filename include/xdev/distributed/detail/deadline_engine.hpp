@@ -226,11 +226,19 @@ class DeadlineEngine {
     drain_locked();
   }
 
-  /// Reduces `data` in place with `mpi_op` (`MPI_Iallreduce`, chunked below 2^31 bytes) over
+  /// Reduces `data` in place with `mpi_op` (`MPI_Allreduce`, chunked below 2^31 bytes) over
   /// `over`: the collectives' communicator when unset; a sub-communicator of it; or
   /// `MPI_COMM_NULL`, for a rank whose part of the collective needs no other process (the call
   /// is still counted and agreed, as every rank makes it). Every rank must pass the same
   /// `bytes` and `description` (checked first).
+  ///
+  /// The deadline covers the arrival and that check, which is polled; the reduction itself is
+  /// the blocking `MPI_Allreduce`. Once the check completed here, every rank of the
+  /// collectives' communicator has entered this call with the same terms (an all-gather completes
+  /// only when every rank took part, and every rank sees the same headers, so all go on or all
+  /// throw): no participant can be missing, and MPI's blocking algorithms are the faster ones
+  /// (Open MPI's tuned component against libnbc's schedules polled with `MPI_Test`: 64 KiB over 2
+  /// processes 1.25–1.30x a bare `MPI_Allreduce` instead of 1.33–1.41x, bench_distributed).
   template <class T>
   void all_reduce(std::span<T> data, MPI_Op mpi_op, std::size_t bytes, const std::string& description,
                   std::optional<std::chrono::milliseconds> timeout, std::optional<MPI_Comm> over = std::nullopt) {
@@ -242,9 +250,7 @@ class DeadlineEngine {
     constexpr std::size_t chunk = (std::size_t{1} << 30) / sizeof(T);  // MPI counts are ints
     for (std::size_t at = 0; comm != MPI_COMM_NULL && at < data.size(); at += chunk) {
       const auto count = static_cast<int>(std::min(chunk, data.size() - at));
-      MPI_Request req = MPI_REQUEST_NULL;
-      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, count, type, mpi_op, comm, &req), "MPI_Iallreduce");
-      wait_locked(call, req, "MPI_Iallreduce");
+      mpi_check(MPI_Allreduce(MPI_IN_PLACE, data.data() + at, count, type, mpi_op, comm), "MPI_Allreduce");
     }
     drain_locked();
   }
