@@ -1,14 +1,17 @@
 /// \file
 /// The GEMM micro-kernels: one register-blocked tile kernel (`simd_tile`) over a small traits type
 /// per instruction set and element type, the portable fallback, and the CPU check that picks one.
-/// Only <xdev/kernels/gemm.hpp> includes this header (and with it <immintrin.h>).
+/// Only <xdev/kernels/gemm.hpp> includes this header. The registers are the compilers' own vector
+/// types (`vector_size`), operated on with C++ operators and two compiler builtins (fused
+/// multiply-add, prefetch), not <immintrin.h>: parsing that header cost every translation unit
+/// that includes the ops about 0.4 s with g++ 12 and 86 MB of compiler memory, for instructions
+/// that only a GEMM instantiation compiles (benchmarks/compile_time.sh).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
 /// Defined to 1 when the x86-64 GEMM micro-kernels (SSE2, AVX2+FMA, AVX-512F) are compiled in.
 #define XDEV_DETAIL_HOST_X86 1
 /// Compiles one function for a given instruction set, whatever the flags of the translation unit;
@@ -64,8 +67,8 @@ inline void simd_tile(std::size_t kc_, const typename V::value_type* pa, const t
   // Ask for the rows of the C tile (first and last element of each) while the kernel computes, so
   // that its update does not wait for them at the end (measured: about 10% at n = 1024 and 2048).
   for (std::size_t i = 0; i < mr; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 2 * w - 1), _MM_HINT_T0);
+    __builtin_prefetch(c + i * ldc, 0, 3);  // prefetcht0
+    __builtin_prefetch(c + i * ldc + 2 * w - 1, 0, 3);
   }
   typename V::vec acc[mr][2], a, b0, b1;
 #pragma GCC unroll 16
@@ -111,35 +114,56 @@ inline void simd_tile(std::size_t kc_, const typename V::value_type* pa, const t
 // One register operation compiled for `isa`.
 #define XDEV_DETAIL_VOP(isa) XDEV_DETAIL_TARGET(isa) static void
 
+// The registers: GNU vector types, `lanes` elements of the value type. Loads and stores are
+// unaligned (`__builtin_memcpy` of one register: one vmovups / vmovupd). `set1` broadcasts with
+// `x - Vec{}`: a scalar operand goes to every lane, and x - 0 is x for every x, so the compilers
+// fold the subtraction away (one vbroadcastss from memory); 0 + x is not x for x = -0, and cost an
+// add before every broadcast (1.7x the time of the whole GEMM).
+typedef float f32x4 __attribute__((vector_size(16)));
+typedef double f64x2 __attribute__((vector_size(16)));
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef double f64x4 __attribute__((vector_size(32)));
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef double f64x8 __attribute__((vector_size(64)));
+
+// The operations every traits type shares, for register type `Vec` of `T`, compiled for `isa`.
+#define XDEV_DETAIL_VEC_OPS(isa, T, Vec)                                  \
+  XDEV_DETAIL_VOP(isa) zero(Vec& r) noexcept {                            \
+    r = Vec{};                                                            \
+  }                                                                       \
+  XDEV_DETAIL_VOP(isa) set1(Vec& r, T x) noexcept {                       \
+    r = x - Vec{};                                                        \
+  }                                                                       \
+  XDEV_DETAIL_VOP(isa) load(Vec& r, const T* p) noexcept {                \
+    __builtin_memcpy(&r, p, sizeof r);                                    \
+  }                                                                       \
+  XDEV_DETAIL_VOP(isa) store(T* p, const Vec& v) noexcept {               \
+    __builtin_memcpy(p, &v, sizeof v);                                    \
+  }                                                                       \
+  XDEV_DETAIL_VOP(isa) mul(Vec& r, const Vec& a, const Vec& b) noexcept { \
+    r = a * b;                                                            \
+  }
+
+// _MM_FROUND_CUR_DIRECTION: the AVX-512 fused multiply-add rounds as the MXCSR says.
+inline constexpr int current_rounding = 4;
+
 // x86-64 baseline: SSE2, 4 x 8 floats (8 accumulators of 4 lanes); no FMA, so madd multiplies and adds.
 struct Sse2F32 {
   using value_type = float;
-  using vec = __m128;
+  using vec = f32x4;
   static constexpr std::size_t lanes = 4, mr = 4, nr = 8, kc = 256, mc = 128, nc = 4096;
-  XDEV_DETAIL_VOP("sse2") zero(vec& r) noexcept { r = _mm_setzero_ps(); }
-  XDEV_DETAIL_VOP("sse2") set1(vec& r, float x) noexcept { r = _mm_set1_ps(x); }
-  XDEV_DETAIL_VOP("sse2") load(vec& r, const float* p) noexcept { r = _mm_loadu_ps(p); }
-  XDEV_DETAIL_VOP("sse2") store(float* p, const vec& v) noexcept { _mm_storeu_ps(p, v); }
-  XDEV_DETAIL_VOP("sse2") mul(vec& r, const vec& a, const vec& b) noexcept { r = _mm_mul_ps(a, b); }
-  XDEV_DETAIL_VOP("sse2") madd(vec& acc, const vec& a, const vec& b) noexcept {
-    acc = _mm_add_ps(acc, _mm_mul_ps(a, b));
-  }
+  XDEV_DETAIL_VEC_OPS("sse2", float, vec)
+  XDEV_DETAIL_VOP("sse2") madd(vec& acc, const vec& a, const vec& b) noexcept { acc = acc + a * b; }
   XDEV_DETAIL_GEMM_KERNEL(Sse2F32, "sse2")
 };
 
 // x86-64 baseline: SSE2, 4 x 4 doubles.
 struct Sse2F64 {
   using value_type = double;
-  using vec = __m128d;
+  using vec = f64x2;
   static constexpr std::size_t lanes = 2, mr = 4, nr = 4, kc = 256, mc = 128, nc = 2048;
-  XDEV_DETAIL_VOP("sse2") zero(vec& r) noexcept { r = _mm_setzero_pd(); }
-  XDEV_DETAIL_VOP("sse2") set1(vec& r, double x) noexcept { r = _mm_set1_pd(x); }
-  XDEV_DETAIL_VOP("sse2") load(vec& r, const double* p) noexcept { r = _mm_loadu_pd(p); }
-  XDEV_DETAIL_VOP("sse2") store(double* p, const vec& v) noexcept { _mm_storeu_pd(p, v); }
-  XDEV_DETAIL_VOP("sse2") mul(vec& r, const vec& a, const vec& b) noexcept { r = _mm_mul_pd(a, b); }
-  XDEV_DETAIL_VOP("sse2") madd(vec& acc, const vec& a, const vec& b) noexcept {
-    acc = _mm_add_pd(acc, _mm_mul_pd(a, b));
-  }
+  XDEV_DETAIL_VEC_OPS("sse2", double, vec)
+  XDEV_DETAIL_VOP("sse2") madd(vec& acc, const vec& a, const vec& b) noexcept { acc = acc + a * b; }
   XDEV_DETAIL_GEMM_KERNEL(Sse2F64, "sse2")
 };
 
@@ -147,59 +171,52 @@ struct Sse2F64 {
 // step: 15 of the 16 vector registers).
 struct Avx2F32 {
   using value_type = float;
-  using vec = __m256;
+  using vec = f32x8;
   static constexpr std::size_t lanes = 8, mr = 6, nr = 16, kc = 256, mc = 192, nc = 4096;
-  XDEV_DETAIL_VOP("avx2,fma") zero(vec& r) noexcept { r = _mm256_setzero_ps(); }
-  XDEV_DETAIL_VOP("avx2,fma") set1(vec& r, float x) noexcept { r = _mm256_set1_ps(x); }
-  XDEV_DETAIL_VOP("avx2,fma") load(vec& r, const float* p) noexcept { r = _mm256_loadu_ps(p); }
-  XDEV_DETAIL_VOP("avx2,fma") store(float* p, const vec& v) noexcept { _mm256_storeu_ps(p, v); }
-  XDEV_DETAIL_VOP("avx2,fma") mul(vec& r, const vec& a, const vec& b) noexcept { r = _mm256_mul_ps(a, b); }
-  XDEV_DETAIL_VOP("avx2,fma") madd(vec& acc, const vec& a, const vec& b) noexcept { acc = _mm256_fmadd_ps(a, b, acc); }
+  XDEV_DETAIL_VEC_OPS("avx2,fma", float, vec)
+  XDEV_DETAIL_VOP("avx2,fma") madd(vec& acc, const vec& a, const vec& b) noexcept {
+    acc = __builtin_ia32_vfmaddps256(a, b, acc);
+  }
   XDEV_DETAIL_GEMM_KERNEL(Avx2F32, "avx2,fma")
 };
 
 // AVX2 + FMA: 6 x 8 doubles.
 struct Avx2F64 {
   using value_type = double;
-  using vec = __m256d;
+  using vec = f64x4;
   static constexpr std::size_t lanes = 4, mr = 6, nr = 8, kc = 256, mc = 96, nc = 2048;
-  XDEV_DETAIL_VOP("avx2,fma") zero(vec& r) noexcept { r = _mm256_setzero_pd(); }
-  XDEV_DETAIL_VOP("avx2,fma") set1(vec& r, double x) noexcept { r = _mm256_set1_pd(x); }
-  XDEV_DETAIL_VOP("avx2,fma") load(vec& r, const double* p) noexcept { r = _mm256_loadu_pd(p); }
-  XDEV_DETAIL_VOP("avx2,fma") store(double* p, const vec& v) noexcept { _mm256_storeu_pd(p, v); }
-  XDEV_DETAIL_VOP("avx2,fma") mul(vec& r, const vec& a, const vec& b) noexcept { r = _mm256_mul_pd(a, b); }
-  XDEV_DETAIL_VOP("avx2,fma") madd(vec& acc, const vec& a, const vec& b) noexcept { acc = _mm256_fmadd_pd(a, b, acc); }
+  XDEV_DETAIL_VEC_OPS("avx2,fma", double, vec)
+  XDEV_DETAIL_VOP("avx2,fma") madd(vec& acc, const vec& a, const vec& b) noexcept {
+    acc = __builtin_ia32_vfmaddpd256(a, b, acc);
+  }
   XDEV_DETAIL_GEMM_KERNEL(Avx2F64, "avx2,fma")
 };
 
 // AVX-512F: 12 x 32 floats (24 accumulators of 16 lanes; 27 of the 32 vector registers).
 struct Avx512F32 {
   using value_type = float;
-  using vec = __m512;
+  using vec = f32x16;
   static constexpr std::size_t lanes = 16, mr = 12, nr = 32, kc = 192, mc = 384, nc = 4096;
-  XDEV_DETAIL_VOP("avx512f") zero(vec& r) noexcept { r = _mm512_setzero_ps(); }
-  XDEV_DETAIL_VOP("avx512f") set1(vec& r, float x) noexcept { r = _mm512_set1_ps(x); }
-  XDEV_DETAIL_VOP("avx512f") load(vec& r, const float* p) noexcept { r = _mm512_loadu_ps(p); }
-  XDEV_DETAIL_VOP("avx512f") store(float* p, const vec& v) noexcept { _mm512_storeu_ps(p, v); }
-  XDEV_DETAIL_VOP("avx512f") mul(vec& r, const vec& a, const vec& b) noexcept { r = _mm512_mul_ps(a, b); }
-  XDEV_DETAIL_VOP("avx512f") madd(vec& acc, const vec& a, const vec& b) noexcept { acc = _mm512_fmadd_ps(a, b, acc); }
+  XDEV_DETAIL_VEC_OPS("avx512f", float, vec)
+  XDEV_DETAIL_VOP("avx512f") madd(vec& acc, const vec& a, const vec& b) noexcept {
+    acc = __builtin_ia32_vfmaddps512_mask(a, b, acc, static_cast<unsigned short>(-1), current_rounding);
+  }
   XDEV_DETAIL_GEMM_KERNEL(Avx512F32, "avx512f")
 };
 
 // AVX-512F: 12 x 16 doubles.
 struct Avx512F64 {
   using value_type = double;
-  using vec = __m512d;
+  using vec = f64x8;
   static constexpr std::size_t lanes = 8, mr = 12, nr = 16, kc = 192, mc = 192, nc = 2048;
-  XDEV_DETAIL_VOP("avx512f") zero(vec& r) noexcept { r = _mm512_setzero_pd(); }
-  XDEV_DETAIL_VOP("avx512f") set1(vec& r, double x) noexcept { r = _mm512_set1_pd(x); }
-  XDEV_DETAIL_VOP("avx512f") load(vec& r, const double* p) noexcept { r = _mm512_loadu_pd(p); }
-  XDEV_DETAIL_VOP("avx512f") store(double* p, const vec& v) noexcept { _mm512_storeu_pd(p, v); }
-  XDEV_DETAIL_VOP("avx512f") mul(vec& r, const vec& a, const vec& b) noexcept { r = _mm512_mul_pd(a, b); }
-  XDEV_DETAIL_VOP("avx512f") madd(vec& acc, const vec& a, const vec& b) noexcept { acc = _mm512_fmadd_pd(a, b, acc); }
+  XDEV_DETAIL_VEC_OPS("avx512f", double, vec)
+  XDEV_DETAIL_VOP("avx512f") madd(vec& acc, const vec& a, const vec& b) noexcept {
+    acc = __builtin_ia32_vfmaddpd512_mask(a, b, acc, static_cast<unsigned char>(-1), current_rounding);
+  }
   XDEV_DETAIL_GEMM_KERNEL(Avx512F64, "avx512f")
 };
 
+#undef XDEV_DETAIL_VEC_OPS
 #undef XDEV_DETAIL_VOP
 #undef XDEV_DETAIL_GEMM_KERNEL
 
