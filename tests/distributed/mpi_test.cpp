@@ -692,6 +692,22 @@ TEST(GlobalAllReduce, HostSpan) {
   for (auto x : v) ASSERT_EQ(x, static_cast<std::int64_t>(size()) * (size() + 1) / 2);
 }
 
+// Up to DeadlineEngine::blocking_all_reduce_bytes the reduction is the blocking MPI_Allreduce, above
+// it MPI_Iallreduce polled to the deadline: both sides of the limit, with values that differ per
+// element and rank (a piece left unreduced or reduced twice shows).
+TEST(GlobalAllReduce, HostSpanOnEitherSideOfTheBlockingLimit) {
+  constexpr std::size_t limit = dist::detail::DeadlineEngine::blocking_all_reduce_bytes / sizeof(std::int32_t);
+  const auto n = static_cast<std::int32_t>(size());
+  for (const std::size_t count : {limit, limit + 1}) {
+    std::vector<std::int32_t> v(count);
+    for (std::size_t i = 0; i < count; ++i)
+      v[i] = static_cast<std::int32_t>(i % 1000) * static_cast<std::int32_t>(rank() + 1);
+    dist::all_reduce(std::span(v), MPI_SUM);
+    for (std::size_t i = 0; i < count; ++i)
+      ASSERT_EQ(v[i], static_cast<std::int32_t>(i % 1000) * n * (n + 1) / 2) << "element " << i << " of " << count;
+  }
+}
+
 // ---- all_gather, reduce_scatter and broadcast across processes ------------------------------------
 
 // Devices whose memory is not host memory (copies complete inline): the staged paths.

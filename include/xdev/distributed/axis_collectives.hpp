@@ -144,7 +144,7 @@ auto all_gather(const GlobalMesh& mesh, std::span<const std::string> axes, std::
 /// Reduces the inputs of every group with `op` and leaves block p of the result in the output of
 /// the group's member p (group order as `all_gather`): with inputs `[k * d0, ...]` in groups of k
 /// devices, `out[i]` is `[d0, ...]`; `mean` divides by k. Across processes each group's sum
-/// travels whole (one `MPI_Allreduce` of this rank's groups, packed), and each member keeps its
+/// travels whole (one MPI all-reduce of this rank's groups, packed), and each member keeps its
 /// block: twice the bytes of a bandwidth-optimal reduce-scatter, for one call whatever the layout.
 ///
 ///     dist::reduce_scatter(mesh, {"host"}, std::span<const AnyArray<float>>(grads), std::span(shards),
@@ -207,7 +207,7 @@ auto broadcast(const GlobalMesh& mesh, std::span<const std::string> axes, std::s
 
 /// Reduces each group's arrays with `op` into the array of its member at position `root` only;
 /// every other array keeps its values. `mean` divides by the group's size. Across processes each
-/// group's partial result travels packed in one `MPI_Allreduce`, as `all_reduce`'s.
+/// group's partial result travels packed in one MPI all-reduce, as `all_reduce`'s.
 ///
 ///     dist::reduce(mesh, "local", std::span(losses), xdev::spmd::ReduceOp::sum, 0).get();
 template <class A, class Token = const use_future_t&>

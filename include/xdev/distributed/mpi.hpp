@@ -91,8 +91,7 @@ struct Options {
   /// algorithm of `MPI_Iallreduce` (libnbc's `coll_libnbc_iallreduce_algorithm` = 3) unless the
   /// environment or an MCA parameter file chose one. libnbc's own choice for in-place reductions
   /// and for fewer than 4 processes is a binomial tree with half the bandwidth. Process-wide:
-  /// xdev's own reductions use the blocking `MPI_Allreduce`, so it is for the program's own
-  /// `MPI_Iallreduce` calls. See docs/distributed.md.
+  /// it applies to the program's own `MPI_Iallreduce` calls too. See docs/distributed.md.
   bool tune_collectives = true;
 };
 
@@ -253,8 +252,9 @@ class Session {
 
   /// Reduces `data` element-wise across the ranks with the predefined MPI operation `op`
   /// (`MPI_SUM`, `MPI_MIN`, `MPI_MAX`, ...), in place: every rank ends with the result
-  /// (`MPI_Allreduce`, once every rank arrived and agreed within the deadline). Elements: float,
-  /// double, or 32- or 64-bit integers.
+  /// (once every rank arrived and agreed within the deadline: `MPI_Allreduce` up to 256 KiB,
+  /// above it `MPI_Iallreduce` polled to the deadline). Elements: float, double, or 32- or 64-bit
+  /// integers.
   /// Every rank must pass the same number of elements and the same `op`. The host-memory building
   /// block of the device-array reduction over a `GlobalMesh` (<xdev/distributed/global_mesh.hpp>).
   /// \throws xdev::error `errc::invalid_argument` on every rank when the sizes or operations differ

@@ -8,7 +8,7 @@
 /// The processes that hold a group's devices are its *rank set*. The cross-process step runs over
 /// one MPI sub-communicator per rank set, so a layout is accepted for a set of axes only when
 /// every rank's groups share one rank set (then its groups are the same on every rank of that set,
-/// and one `MPI_Allreduce` of all of them, packed, serves them all).
+/// and one MPI all-reduce of all of them, packed, serves them all).
 #pragma once
 
 #include <algorithm>

@@ -226,31 +226,46 @@ class DeadlineEngine {
     drain_locked();
   }
 
-  /// Reduces `data` in place with `mpi_op` (`MPI_Allreduce`, chunked below 2^31 bytes) over
+  /// Reduces `data` in place with `mpi_op` (`MPI_Allreduce` or `MPI_Iallreduce`, see below;
+  /// chunked below 2^31 bytes) over
   /// `over`: the collectives' communicator when unset; a sub-communicator of it; or
   /// `MPI_COMM_NULL`, for a rank whose part of the collective needs no other process (the call
   /// is still counted and agreed, as every rank makes it). Every rank must pass the same
   /// `bytes` and `description` (checked first).
   ///
-  /// The deadline covers the arrival and that check, which is polled; the reduction itself is
-  /// the blocking `MPI_Allreduce`. Once the check completed here, every rank of the
-  /// collectives' communicator has entered this call with the same terms (an all-gather completes
-  /// only when every rank took part, and every rank sees the same headers, so all go on or all
-  /// throw): no participant can be missing, and MPI's blocking algorithms are the faster ones
-  /// (Open MPI's tuned component against libnbc's schedules polled with `MPI_Test`: 64 KiB over 2
-  /// processes 1.25–1.30x a bare `MPI_Allreduce` instead of 1.33–1.41x, bench_distributed).
+  /// The deadline covers the arrival and that check, which are polled. A short reduction (at
+  /// most `blocking_all_reduce_bytes` on this rank) is then the blocking `MPI_Allreduce`: once
+  /// the check completed here, every rank of the collectives' communicator has entered this call
+  /// with the same terms (an all-gather completes only when every rank took part, and every rank
+  /// sees the same headers, so all go on or all throw), so no participant can be missing, and
+  /// MPI's blocking algorithms answer sooner (Open MPI's tuned component against libnbc's
+  /// schedules polled with `MPI_Test`: 64 KiB over 2 processes 1.25–1.30x a bare
+  /// `MPI_Allreduce` instead of 1.33–1.41x, bench_distributed). A longer one stays
+  /// `MPI_Iallreduce` polled to the deadline: MPI's blocking wait spins on the rank's core, which
+  /// the rank's other threads need meanwhile (with two devices per process, the local reduce of
+  /// the next piece of a pipelined 16 MiB all_reduce: 2.30–2.63x `MPI_Allreduce` blocking
+  /// against 2.17–2.25x polled), and it gained nothing from 1 MiB up. Every rank of `comm` passes
+  /// the same size, so all make the same choice (MPI never matches a blocking collective with a
+  /// non-blocking one).
   template <class T>
   void all_reduce(std::span<T> data, MPI_Op mpi_op, std::size_t bytes, const std::string& description,
                   std::optional<std::chrono::milliseconds> timeout, std::optional<MPI_Comm> over = std::nullopt) {
     const MPI_Datatype type = mpi_datatype<T>();
     const MPI_Comm comm = over.value_or(comm_);
+    const bool blocking = data.size_bytes() <= blocking_all_reduce_bytes;
     std::lock_guard lock(mutex_);
     Op call = begin_locked(Kind::all_reduce, timeout);
     agree_locked(call, "all_reduce", bytes, description);
     constexpr std::size_t chunk = (std::size_t{1} << 30) / sizeof(T);  // MPI counts are ints
     for (std::size_t at = 0; comm != MPI_COMM_NULL && at < data.size(); at += chunk) {
       const auto count = static_cast<int>(std::min(chunk, data.size() - at));
-      mpi_check(MPI_Allreduce(MPI_IN_PLACE, data.data() + at, count, type, mpi_op, comm), "MPI_Allreduce");
+      if (blocking) {
+        mpi_check(MPI_Allreduce(MPI_IN_PLACE, data.data() + at, count, type, mpi_op, comm), "MPI_Allreduce");
+      } else {
+        MPI_Request req = MPI_REQUEST_NULL;
+        mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data.data() + at, count, type, mpi_op, comm, &req), "MPI_Iallreduce");
+        wait_locked(call, req, "MPI_Iallreduce");
+      }
     }
     drain_locked();
   }
@@ -532,6 +547,10 @@ class DeadlineEngine {
   bool failed_ = false;
   std::string failure_;
   static constexpr int arrival_tag = 1;
+
+ public:
+  /// The largest reduction `all_reduce` runs as the blocking `MPI_Allreduce` (see there).
+  static constexpr std::size_t blocking_all_reduce_bytes = std::size_t{256} << 10;
 };
 
 }  // namespace xdev::distributed::detail
