@@ -227,11 +227,10 @@ class DeadlineEngine {
   }
 
   /// Reduces `data` in place with `mpi_op` (`MPI_Allreduce` or `MPI_Iallreduce`, see below;
-  /// chunked below 2^31 bytes) over
-  /// `over`: the collectives' communicator when unset; a sub-communicator of it; or
-  /// `MPI_COMM_NULL`, for a rank whose part of the collective needs no other process (the call
-  /// is still counted and agreed, as every rank makes it). Every rank must pass the same
-  /// `bytes` and `description` (checked first).
+  /// chunked below 2^31 bytes) over `over`: the collectives' communicator when unset; a
+  /// sub-communicator of it; or `MPI_COMM_NULL`, for a rank whose part of the collective needs no
+  /// other process (the call is still counted and agreed, as every rank makes it). Every rank
+  /// must pass the same `bytes` and `description` (checked first).
   ///
   /// The deadline covers the arrival and that check, which are polled. A short reduction (at
   /// most `blocking_all_reduce_bytes` on this rank) is then the blocking `MPI_Allreduce`: once
