@@ -22,6 +22,8 @@
 ///   through pinned staging buffers (kept for reuse), copied in and out in stream order by host
 ///   functions, so that a copy never reads or writes host memory before the stream's earlier work.
 ///   Between devices: `cudaMemcpyPeerAsync` (peer access is enabled where the devices allow it).
+///   A strided window (`concepts::StridedTransfers`, `concepts::StridedCopies`) is one
+///   `cudaMemcpy2DAsync` per slice of its region (`cudaMemcpy3DPeerAsync` between devices).
 /// - Ops: gemm and dot through cuBLAS (under autocast, gemm's inputs are rounded to f16/bf16 first
 ///   and multiplied by a half-precision cuBLAS gemm that accumulates in f32; dot with rounding, and
 ///   everything else, is the plugin's own kernels).
@@ -41,9 +43,11 @@
 
 #include <xdev/plugin/abi.h>
 #include <xdev/backend/completion.hpp>
+#include <xdev/backend/detail/strided_copy.hpp>
 #include <xdev/backend/device_properties.hpp>
 #include <xdev/backend/queue_binding.hpp>
 #include <xdev/backend/serial_worker.hpp>
+#include <xdev/backend/strided_region.hpp>
 #include <xdev/core/detail/block_pool.hpp>
 #include <xdev/core/detail/spin_mutex.hpp>
 #include <xdev/core/env.hpp>
@@ -93,6 +97,7 @@ struct DeviceInfo {
   std::size_t l2_bytes = 0;
   int max_threads_per_block = 0;
   bool integrated = false;
+  std::size_t max_pitch = 0;  ///< the largest pitch of a pitched copy (`cudaMemcpy2DAsync`), bytes
 };
 
 namespace detail {
@@ -430,6 +435,103 @@ class Cuda {
     else
       check(s, cudaMemcpyPeerAsync(to, t.info.ordinal, from, s.info.ordinal, bytes, q), "copy to " + t.label,
             "cudaMemcpyPeerAsync");
+    complete_on(s, q, std::move(p));
+  }
+
+  // ---- strided windows (concepts::StridedTransfers, concepts::StridedCopies) -----------------
+
+  /// A strided window in one `cudaMemcpy2DAsync` per slice of the region (the host side dense).
+  /// Pageable host memory goes through a pinned staging buffer of the region's bytes, as for a
+  /// plain transfer. A pitch beyond the device's limit for pitched copies goes one row per call.
+  void copy_to_host_strided(std::size_t device, memory_handle src, const xdev::StridedRegion& r, void* dst,
+                            xdev::Completion done) {
+    if (r.bytes() == 0) return done(nullptr);
+    Dev& d = dev(device);
+    if (!pitched(d, r.row_pitch))
+      return xdev::detail::copy_rows_to_host(*this, device, src, r, static_cast<std::byte*>(dst), std::move(done));
+    const cudaStream_t s = queue_of(d);
+    auto p = pending(d, std::move(done), "strided copy to host");
+    void* dense = dst;
+    if (!page_locked(dst)) {
+      p->pool = &pinned_;
+      p->staging = pinned_.staging(r.bytes(), p->staging_size, d.label);
+      dense = p->staging;
+    }
+    for (std::size_t k = 0; k < r.slices; ++k)
+      check(d,
+            cudaMemcpy2DAsync(static_cast<char*>(dense) + k * r.rows * r.row_bytes, r.row_bytes,
+                              static_cast<const char*>(src) + r.offset + k * r.slice_pitch, r.row_pitch, r.row_bytes,
+                              r.rows, cudaMemcpyDeviceToHost, s),
+            "strided copy to host", "cudaMemcpy2DAsync");
+    if (dense != dst) host_copy(d, s, dst, dense, r.bytes());
+    complete_on(d, s, std::move(p));
+  }
+
+  void copy_to_device_strided(std::size_t device, const void* src, memory_handle dst, const xdev::StridedRegion& r,
+                              xdev::Completion done) {
+    if (r.bytes() == 0) return done(nullptr);
+    Dev& d = dev(device);
+    if (!pitched(d, r.row_pitch))
+      return xdev::detail::copy_rows_to_device(*this, device, static_cast<const std::byte*>(src), dst, r,
+                                               std::move(done));
+    const cudaStream_t s = queue_of(d);
+    auto p = pending(d, std::move(done), "strided copy to device");
+    const void* dense = src;
+    if (!page_locked(src)) {
+      p->pool = &pinned_;
+      p->staging = pinned_.staging(r.bytes(), p->staging_size, d.label);
+      host_copy(d, s, p->staging, src, r.bytes());
+      dense = p->staging;
+    }
+    for (std::size_t k = 0; k < r.slices; ++k)
+      check(d,
+            cudaMemcpy2DAsync(static_cast<char*>(dst) + r.offset + k * r.slice_pitch, r.row_pitch,
+                              static_cast<const char*>(dense) + k * r.rows * r.row_bytes, r.row_bytes, r.row_bytes,
+                              r.rows, cudaMemcpyHostToDevice, s),
+            "strided copy to device", "cudaMemcpy2DAsync");
+    complete_on(d, s, std::move(p));
+  }
+
+  /// A copy between strided windows, on the source device's stream, one call per slice:
+  /// `cudaMemcpy2DAsync` within a device, `cudaMemcpy3DPeerAsync` between devices. The two windows
+  /// share no byte (xdev refuses a copy between overlapping windows of one array), so windows of
+  /// one allocation whose rows interleave need no temporary.
+  void copy_between_strided(std::size_t src_device, memory_handle src, const xdev::StridedRegion& sr,
+                            std::size_t dst_device, memory_handle dst, const xdev::StridedRegion& dr,
+                            xdev::Completion done) {
+    if (sr.bytes() == 0) return done(nullptr);
+    Dev& s = dev(src_device);
+    Dev& t = dev(dst_device);
+    if (!pitched(s, sr.row_pitch) || !pitched(t, dr.row_pitch))
+      return xdev::detail::copy_rows_between(*this, src_device, src, sr, dst_device, dst, dr, std::move(done));
+    const cudaStream_t q = queue_of(s);
+    auto p = pending(s, std::move(done), "strided copy between devices");
+    for (std::size_t k = 0; k < sr.slices; ++k) {
+      char* from = static_cast<char*>(src) + sr.offset + k * sr.slice_pitch;
+      char* to = static_cast<char*>(dst) + dr.offset + k * dr.slice_pitch;
+      if (&s == &t) {
+        check(
+            s,
+            cudaMemcpy2DAsync(to, dr.row_pitch, from, sr.row_pitch, sr.row_bytes, sr.rows, cudaMemcpyDeviceToDevice, q),
+            "strided copy", "cudaMemcpy2DAsync");
+      } else {
+        cudaMemcpy3DPeerParms m{};
+        m.srcPtr.ptr = from;
+        m.srcPtr.pitch = sr.row_pitch;
+        m.srcPtr.xsize = sr.row_bytes;
+        m.srcPtr.ysize = sr.rows;
+        m.srcDevice = s.info.ordinal;
+        m.dstPtr.ptr = to;
+        m.dstPtr.pitch = dr.row_pitch;
+        m.dstPtr.xsize = sr.row_bytes;
+        m.dstPtr.ysize = sr.rows;
+        m.dstDevice = t.info.ordinal;
+        m.extent.width = sr.row_bytes;  // bytes, for memory that is not a CUDA array
+        m.extent.height = sr.rows;
+        m.extent.depth = 1;
+        check(s, cudaMemcpy3DPeerAsync(&m, q), "strided copy to " + t.label, "cudaMemcpy3DPeerAsync");
+      }
+    }
     complete_on(s, q, std::move(p));
   }
 
@@ -950,6 +1052,9 @@ class Cuda {
     if (st != CUBLAS_STATUS_SUCCESS) throw cublas_failure(d.label, call, st);
   }
 
+  // Whether a pitched copy (`cudaMemcpy2DAsync`) takes rows `pitch` bytes apart on `d`.
+  static bool pitched(const Dev& d, std::size_t pitch) noexcept { return pitch <= d.info.max_pitch; }
+
   static bool page_locked(const void* p) noexcept {
     cudaPointerAttributes attr{};
     if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
@@ -1307,6 +1412,7 @@ class Cuda {
       d->info.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
       d->info.max_threads_per_block = prop.maxThreadsPerBlock;
       d->info.integrated = prop.integrated != 0;
+      d->info.max_pitch = prop.memPitch;
       // Owned by devices_ before anything can fail: release() frees what was created.
       devices_.push_back(std::move(d));
       Dev& dv = *devices_.back();

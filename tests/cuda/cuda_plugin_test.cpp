@@ -44,6 +44,12 @@ bool cuda_required() {
 
 using xdev_test::ScopedEnv;
 
+// Strided windows go to CUDA in pitched copies (cudaMemcpy2DAsync, cudaMemcpy3DPeerAsync), so the
+// plugin's table carries the ABI 1.11 strided entries; the op suite's
+// `WindowsTransferAndCopyExactlyTheirElements` runs them on a GPU.
+static_assert(xdev::concepts::StridedTransfers<Cuda>);
+static_assert(xdev::concepts::StridedCopies<Cuda>);
+
 // A kernel that writes to an address no allocation covers leaves the CUDA context unusable for the
 // rest of the process: the operation fails with errc::unavailable and CUDA's message, and so does
 // every later call, at once. Run in a child process of its own (a death test in the threadsafe

@@ -1,9 +1,9 @@
 /// \file
 /// xdev's conformance suite of the portable operations, as a reusable device test suite: every
 /// op (fill, scale, axpy, add, mul, minimum, maximum, combine, exp, copy, sum, dot, gemm, gather, rng_uniform,
-/// rng_normal, convert, parallel_for), ops on windows of arrays, its errors and its policies (RngDefault, Autocast),
-/// checked against naive references computed in the test. xdev runs it on the host backend and through the CPU fallback
-/// (tests/ops/ops_test.cpp); a backend author runs the same suite on their backend:
+/// rng_normal, convert, parallel_for), ops on windows of arrays and their transfers, its errors and its policies
+/// (RngDefault, Autocast), checked against naive references computed in the test. xdev runs it on the host backend and
+/// through the CPU fallback (tests/ops/ops_test.cpp); a backend author runs the same suite on their backend:
 ///
 ///     // my_backend_ops_test.cpp, linked to GTest::gtest_main and GTest::gmock
 ///     #include <xdev/testing/op_suite.hpp>
@@ -44,7 +44,8 @@ XDEV_REGISTER_DEVICE_TEST_SUITE_P(
     ParallelForCoversTheRangeOnceAndReportsExceptions, ShapeMismatchNamesBothShapesAndRunsNothing,
     ArrayOnAnotherDeviceNamesBothDevicesAndRunsNothing, GemmOutputThatIsAnInputIsRejected,
     GatherOutputThatIsTheTableIsRejected, EachOpCountsItsFallbackExactlyOnce,
-    AutocastRoundsMatrixInputsOnlyInsideAMatchingScope, AutocastAccumulatesInF32, OpsOnWindowsTouchOnlyTheirWindow);
+    AutocastRoundsMatrixInputsOnlyInsideAMatchingScope, AutocastAccumulatesInF32, OpsOnWindowsTouchOnlyTheirWindow,
+    WindowsTransferAndCopyExactlyTheirElements);
 
 }  // namespace xdev::testing::op_suite
 
