@@ -17,6 +17,11 @@
 /// (their bit patterns), f32 `float`, f64 `double`. Kernel names spell dtypes as `bool u8 i32 i64
 /// f16 bf16 f32 f64`. Counts, strides and offsets are `ulong`, indices are computed in 64 bits.
 ///
+/// Buffers: each buffer parameter below is two kernel arguments, the `cl_mem` and a `ulong` byte
+/// offset into it where the kernel's array starts (a multiple of the element size): an op on a
+/// window of an array runs at any offset, where a sub-buffer may only start at a multiple of the
+/// device's base alignment.
+///
 /// Launching: every 1-D kernel takes its global size rounded up to a multiple of its local size and
 /// ignores the work items past its count. The local sizes of `sum_pass`, `dot_pass` and `sum_axis`
 /// are powers of two up to 1024, with `__local` scratch of one element per work item; `gemm` runs
@@ -127,6 +132,12 @@ inline constexpr std::string_view prelude = R"CLC(
 #if XDEV_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
+
+// Every buffer parameter is two arguments: the cl_mem and a byte offset into it, so that an op
+// runs on a window of an array that starts anywhere (a sub-buffer starts only at a multiple of the
+// device's base alignment). XDEV_BUF declares them; XDEV_AT(T, x) makes `x` the window's start.
+#define XDEV_BUF(T, x) __global T* x##_base, ulong x##_at
+#define XDEV_AT(T, x) __global T* x = (__global T*)((__global const uchar*)x##_base + x##_at)
 
 #define XDEV_REDUCE_ITEMS 8
 // gemm geometry (see the gemm kernel). GEMM_DEPTH, the k slice staged at once, is 32 for float
@@ -448,22 +459,30 @@ double xdev_normal_at_f64(uint algorithm, ulong seed, ulong p) {
 // of 16), `NAME(x)` (x with the dtype suffix: `NAME(scale)` is `scale_f32`), `RAW_PER_VALUE` (raw
 // random outputs per value: 1 for float, 2 for double) and `GEMM_DEPTH` (gemm's k slice).
 inline constexpr std::string_view float_kernels = R"CLC(
-__kernel void NAME(scale)(__global T* x, ulong n, T alpha) {
+__kernel void NAME(scale)(XDEV_BUF(T, x), ulong n, T alpha) {
+  XDEV_AT(T, x);
   const ulong i = get_global_id(0);
   if (i < n) x[i] = x[i] * alpha;
 }
 
-__kernel void NAME(exp)(__global const T* x, __global T* out, ulong n) {
+__kernel void NAME(exp)(XDEV_BUF(const T, x), XDEV_BUF(T, out), ulong n) {
+  XDEV_AT(const T, x);
+  XDEV_AT(T, out);
   const ulong i = get_global_id(0);
   if (i < n) out[i] = exp(x[i]);
 }
 
-__kernel void NAME(axpy)(T alpha, __global const T* x, __global T* y, ulong n) {
+__kernel void NAME(axpy)(T alpha, XDEV_BUF(const T, x), XDEV_BUF(T, y), ulong n) {
+  XDEV_AT(const T, x);
+  XDEV_AT(T, y);
   const ulong i = get_global_id(0);
   if (i < n) y[i] = y[i] + alpha * x[i];
 }
 
-__kernel void NAME(binary)(uint op, __global const T* a, __global const T* b, __global T* out, ulong n) {
+__kernel void NAME(binary)(uint op, XDEV_BUF(const T, a), XDEV_BUF(const T, b), XDEV_BUF(T, out), ulong n) {
+  XDEV_AT(const T, a);
+  XDEV_AT(const T, b);
+  XDEV_AT(T, out);
   const ulong i = get_global_id(0);
   if (i >= n) return;
   const T x = a[i], y = b[i];
@@ -494,7 +513,9 @@ T NAME(xdev_group_sum)(T v, __local T* scratch) {
 
 // Sums start at -0, the identity of IEEE addition (-0 + x is x for every x, -0 and +0 included).
 
-__kernel void NAME(sum_pass)(__global const T* x, ulong n, __global T* partial, __local T* scratch) {
+__kernel void NAME(sum_pass)(XDEV_BUF(const T, x), ulong n, XDEV_BUF(T, partial), __local T* scratch) {
+  XDEV_AT(const T, x);
+  XDEV_AT(T, partial);
   const ulong local_size = get_local_size(0);
   const ulong first = (ulong)get_group_id(0) * local_size * XDEV_REDUCE_ITEMS + get_local_id(0);
   T acc = -(T)0;
@@ -507,8 +528,11 @@ __kernel void NAME(sum_pass)(__global const T* x, ulong n, __global T* partial, 
   if (get_local_id(0) == 0) partial[get_group_id(0)] = acc;
 }
 
-__kernel void NAME(dot_pass)(__global const T* x, __global const T* y, ulong n, uint rounding, __global T* partial,
-                             __local T* scratch) {
+__kernel void NAME(dot_pass)(XDEV_BUF(const T, x), XDEV_BUF(const T, y), ulong n, uint rounding,
+                             XDEV_BUF(T, partial), __local T* scratch) {
+  XDEV_AT(const T, x);
+  XDEV_AT(const T, y);
+  XDEV_AT(T, partial);
   const ulong local_size = get_local_size(0);
   const ulong first = (ulong)get_group_id(0) * local_size * XDEV_REDUCE_ITEMS + get_local_id(0);
   T acc = -(T)0;
@@ -528,8 +552,10 @@ __kernel void NAME(dot_pass)(__global const T* x, __global const T* y, ulong n, 
   if (get_local_id(0) == 0) partial[get_group_id(0)] = acc;
 }
 
-__kernel void NAME(sum_axis)(__global const T* x, __global T* out, ulong outer, ulong axis, ulong inner,
+__kernel void NAME(sum_axis)(XDEV_BUF(const T, x), XDEV_BUF(T, out), ulong outer, ulong axis, ulong inner,
                              __local T* scratch) {
+  XDEV_AT(const T, x);
+  XDEV_AT(T, out);
   const ulong g = get_group_id(0);
   if (g >= outer * inner) return;  // the whole group leaves: no barrier is skipped by part of it
   const ulong o = g / inner, i = g - o * inner;
@@ -540,7 +566,9 @@ __kernel void NAME(sum_axis)(__global const T* x, __global T* out, ulong outer, 
   if (get_local_id(0) == 0) out[g] = axis == 0 ? (T)0 : acc;
 }
 
-__kernel void NAME(sum_axis_small)(__global const T* x, __global T* out, ulong outer, ulong axis, ulong inner) {
+__kernel void NAME(sum_axis_small)(XDEV_BUF(const T, x), XDEV_BUF(T, out), ulong outer, ulong axis, ulong inner) {
+  XDEV_AT(const T, x);
+  XDEV_AT(T, out);
   const ulong g = get_global_id(0);
   if (g >= outer * inner) return;
   const ulong o = g / inner, i = g - o * inner;
@@ -567,8 +595,11 @@ __kernel void NAME(sum_axis_small)(__global const T* x, __global T* out, ulong o
 // A's block keeps its stored layout (rows of p when !trans_a, rows of r when trans_a); B's block is
 // always [p][s] (transposed on the way in when trans_b), so that a row of it is one vector load.
 __kernel __attribute__((reqd_work_group_size(XDEV_GEMM_SIDE, XDEV_GEMM_SIDE, 1))) void NAME(gemm)(
-    uint trans_a, uint trans_b, ulong m, ulong n, ulong k, T alpha, __global const T* a, ulong lda,
-    __global const T* b, ulong ldb, T beta, __global T* c, ulong ldc, uint rounding) {
+    uint trans_a, uint trans_b, ulong m, ulong n, ulong k, T alpha, XDEV_BUF(const T, a), ulong lda,
+    XDEV_BUF(const T, b), ulong ldb, T beta, XDEV_BUF(T, c), ulong ldc, uint rounding) {
+  XDEV_AT(const T, a);
+  XDEV_AT(const T, b);
+  XDEV_AT(T, c);
   // as[r * GEMM_DEPTH + p] (!trans_a) or as[p * TILE_M + r] (trans_a) = op(A)(row0 + r, k0 + p);
   // bs[p * TILE_N + s] = op(B)(k0 + p, col0 + s).
   __local T as[XDEV_GEMM_TILE_M * GEMM_DEPTH];
@@ -689,13 +720,15 @@ __kernel __attribute__((reqd_work_group_size(XDEV_GEMM_SIDE, XDEV_GEMM_SIDE, 1))
   }
 }
 
-__kernel void NAME(rng_uniform)(__global T* out, ulong n, uint algorithm, ulong seed, ulong offset) {
+__kernel void NAME(rng_uniform)(XDEV_BUF(T, out), ulong n, uint algorithm, ulong seed, ulong offset) {
+  XDEV_AT(T, out);
   const ulong j = get_global_id(0);
   if (j < n) out[j] = NAME(xdev_uniform_at)(algorithm, seed, offset + RAW_PER_VALUE * j);
 }
 
-__kernel void NAME(rng_normal)(__global T* out, ulong n, uint algorithm, ulong seed, ulong offset, T mean,
+__kernel void NAME(rng_normal)(XDEV_BUF(T, out), ulong n, uint algorithm, ulong seed, ulong offset, T mean,
                                T stddev) {
+  XDEV_AT(T, out);
   const ulong j = get_global_id(0);
   if (j < n) out[j] = mean + stddev * NAME(xdev_normal_at)(algorithm, seed, offset + RAW_PER_VALUE * j);
 }
@@ -705,7 +738,9 @@ __kernel void NAME(rng_normal)(__global T* out, ulong n, uint algorithm, ulong s
 // (gather_check_<index>) and `NAME_GATHER` (gather_<bytes>_<index>). The check is emitted once per
 // index type (with `E` undefined).
 inline constexpr std::string_view gather_check_kernel = R"CLC(
-__kernel void NAME_CHECK(__global const I* index, ulong n, ulong rows, __global uint* status) {
+__kernel void NAME_CHECK(XDEV_BUF(const I, index), ulong n, ulong rows, XDEV_BUF(uint, status)) {
+  XDEV_AT(const I, index);
+  XDEV_AT(uint, status);
   const ulong i = get_global_id(0);
   if (i >= n) return;
   const I v = index[i];
@@ -714,8 +749,12 @@ __kernel void NAME_CHECK(__global const I* index, ulong n, ulong rows, __global 
 )CLC";
 
 inline constexpr std::string_view gather_kernel = R"CLC(
-__kernel void NAME_GATHER(__global const E* table, ulong rows, ulong cols, __global const I* index, ulong n,
-                          __global E* out, __global uint* status) {
+__kernel void NAME_GATHER(XDEV_BUF(const E, table), ulong rows, ulong cols, XDEV_BUF(const I, index), ulong n,
+                          XDEV_BUF(E, out), XDEV_BUF(uint, status)) {
+  XDEV_AT(const E, table);
+  XDEV_AT(const I, index);
+  XDEV_AT(E, out);
+  XDEV_AT(uint, status);
   // One work item per output element, or per index when cols == 0 (then only to report).
   const ulong width = max(cols, 1UL);
   const ulong t = get_global_id(0);
@@ -780,18 +819,24 @@ ushort bf16_from_float(uint f) { return xdev_bf16_from_f32(f); }
 float f32_from_float(uint f) { return as_float(f); }
 
 // exp of f16 and bf16: computed in float, rounded once to nearest even (xdev::kernels::exp).
-__kernel void exp_f16(__global const ushort* x, __global ushort* out, ulong n) {
+__kernel void exp_f16(XDEV_BUF(const ushort, x), XDEV_BUF(ushort, out), ulong n) {
+  XDEV_AT(const ushort, x);
+  XDEV_AT(ushort, out);
   const ulong i = get_global_id(0);
   if (i < n) out[i] = xdev_f16_from_f32(as_uint(exp(as_float(xdev_f32_from_f16(x[i])))));
 }
-__kernel void exp_bf16(__global const ushort* x, __global ushort* out, ulong n) {
+__kernel void exp_bf16(XDEV_BUF(const ushort, x), XDEV_BUF(ushort, out), ulong n) {
+  XDEV_AT(const ushort, x);
+  XDEV_AT(ushort, out);
   const ulong i = get_global_id(0);
   if (i < n) out[i] = xdev_bf16_from_f32(as_uint(exp(as_float(xdev_f32_from_bf16(x[i])))));
 }
 
-#define XDEV_CONVERT(S, D, KIND)                                                          \
-  __kernel void convert_##S##_##D(__global const st_##S* src, __global st_##D* dst, ulong n) { \
-    const ulong i = get_global_id(0);                                                    \
+#define XDEV_CONVERT(S, D, KIND)                                                                    \
+  __kernel void convert_##S##_##D(XDEV_BUF(const st_##S, src), XDEV_BUF(st_##D, dst), ulong n) { \
+    XDEV_AT(const st_##S, src);                                                                \
+    XDEV_AT(st_##D, dst);                                                                      \
+    const ulong i = get_global_id(0);                                                          \
     if (i < n) dst[i] = D##_from_##KIND(load_##S(src[i]));                               \
   }
 

@@ -661,16 +661,34 @@ class OpenCL {
 
   // ---- ops on windows of arrays (concepts::OpensWindows) ----------------------------------------
 
-  /// A window for an op: a sub-buffer of `m` from byte `offset` to its end, which every op kernel
-  /// takes like an allocation; nullopt when `offset` is no multiple of the device's base alignment
-  /// (CL_DEVICE_MEM_BASE_ADDR_ALIGN), and xdev stages that op's window through its CPU fallback.
+  /// A window for an op: a sub-buffer of `m` to its end, which every op kernel takes like an
+  /// allocation. A sub-buffer starts only at a multiple of the device's base alignment
+  /// (CL_DEVICE_MEM_BASE_ADDR_ALIGN): for an `offset` between two, it starts at the multiple below,
+  /// and the distance to `offset` is the byte offset every op passes with it (`window_start`).
   std::optional<cl_mem> open_window(std::size_t device, cl_mem m, std::size_t offset) {
     const Dev& d = dev(device);
-    if (offset % d.base_align != 0) return std::nullopt;
-    return sub_buffer(m, offset, d.label + ": an op's operand");
+    const std::size_t start = offset % d.base_align;
+    cl_mem w = sub_buffer(m, offset - start, d.label + ": an op's operand");
+    if (start != 0) {
+      try {
+        std::lock_guard lk(windows_m_);
+        window_starts_.emplace(w, start);
+      } catch (...) {
+        clReleaseMemObject(w);
+        throw;
+      }
+      unaligned_windows_.fetch_add(1, std::memory_order_release);
+    }
+    return w;
   }
   /// Releases the window: the commands that use it keep their own reference until they finish.
-  void close_window(std::size_t, cl_mem w) noexcept { clReleaseMemObject(w); }
+  void close_window(std::size_t, cl_mem w) noexcept {
+    if (unaligned_windows_.load(std::memory_order_acquire) != 0) {
+      std::lock_guard lk(windows_m_);
+      if (window_starts_.erase(w) != 0) unaligned_windows_.fetch_sub(1, std::memory_order_release);
+    }
+    clReleaseMemObject(w);
+  }
 
   // ---- user kernels given as source (concepts::RunsSourceKernels; user_kernel.hpp) ------------
 
@@ -744,12 +762,14 @@ class OpenCL {
     std::unique_lock lk(d.m);  // the kernel object's arguments are shared: set and enqueue under the lock
     for (std::size_t i = 0; i < a.args.size(); ++i) {
       const auto index = static_cast<cl_uint>(i);
-      if (src.params[i].kind == xdev::KernelArgKind::buffer)
-        set_arg(d, kern, src.entry, index,
-                windows.of.empty() || windows.of[i] == nullptr ? a.args[i].memory : windows.of[i]);
-      else
-        cl_check(clSetKernelArg(kern, index, xdev::size_of(src.params[i].dtype), &a.args[i].scalar_bits),
-                 d.label + ": kernel \"" + src.entry + "\" argument " + std::to_string(i), "clSetKernelArg");
+      cl_int err;
+      if (src.params[i].kind == xdev::KernelArgKind::buffer) {  // the user's kernel: one argument per buffer
+        const cl_mem m = windows.of.empty() || windows.of[i] == nullptr ? a.args[i].memory : windows.of[i];
+        err = clSetKernelArg(kern, index, sizeof m, &m);
+      } else {
+        err = clSetKernelArg(kern, index, xdev::size_of(src.params[i].dtype), &a.args[i].scalar_bits);
+      }
+      cl_check(err, d.label + ": kernel \"" + src.entry + "\" argument " + std::to_string(i), "clSetKernelArg");
     }
     cl_event ev = nullptr;
     const cl_int err = clEnqueueNDRangeKernel(queue_of(d), kern, dims, nullptr, global,
@@ -771,8 +791,9 @@ class OpenCL {
     if constexpr (std::is_same_v<T, bool>) pattern[0] = a.value ? 1 : 0;
     std::unique_lock lk(d.m);
     cl_event ev = nullptr;
-    cl_check(clEnqueueFillBuffer(queue_of(d), a.x, pattern, sizeof(T), 0, a.n * sizeof(T), 0, nullptr, &ev), d.label,
-             "clEnqueueFillBuffer");
+    cl_check(
+        clEnqueueFillBuffer(queue_of(d), a.x, pattern, sizeof(T), window_start(a.x), a.n * sizeof(T), 0, nullptr, &ev),
+        d.label, "clEnqueueFillBuffer");
     complete_on(d, lk, ev, pending(std::move(done), d.label + ": fill"));
   }
 
@@ -982,8 +1003,9 @@ class OpenCL {
     std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     if constexpr (std::is_same_v<S, D>) {
-      cl_check(clEnqueueCopyBuffer(queue_of(d), a.src, a.dst, 0, 0, a.n * sizeof(S), 0, nullptr, &ev), d.label,
-               "clEnqueueCopyBuffer");
+      cl_check(clEnqueueCopyBuffer(queue_of(d), a.src, a.dst, window_start(a.src), window_start(a.dst), a.n * sizeof(S),
+                                   0, nullptr, &ev),
+               d.label, "clEnqueueCopyBuffer");
     } else {
       const std::string k =
           "convert_" + std::string(detail::dtype_suffix<S>()) + "_" + std::string(detail::dtype_suffix<D>());
@@ -1171,6 +1193,15 @@ class OpenCL {
     clFlush(queue_of(d));
   }
 
+  // Where an op's array starts in `m`, in bytes: 0, except in a window opened at an offset between
+  // two multiples of the base alignment (`open_window`).
+  cl_ulong window_start(cl_mem m) const {
+    if (unaligned_windows_.load(std::memory_order_acquire) == 0) return 0;
+    std::lock_guard lk(windows_m_);
+    const auto it = window_starts_.find(m);
+    return it == window_starts_.end() ? 0 : it->second;
+  }
+
   cl_kernel kernel(Dev& d, std::string_view name) {
     const auto it = d.kernels.find(name);
     if (it == d.kernels.end())
@@ -1178,22 +1209,31 @@ class OpenCL {
     return it->second;
   }
 
+  // Sets the kernel argument at `index` and moves `index` past it: a buffer is two arguments, the
+  // cl_mem and the byte offset where the op's array starts in it (kernels.hpp, XDEV_BUF).
   template <class A>
-  static void set_arg(const Dev& d, cl_kernel k, std::string_view kernel_name, cl_uint index, const A& value) {
+  void set_arg(const Dev& d, cl_kernel k, std::string_view kernel_name, cl_uint& index, const A& value) const {
     cl_int err;
     if constexpr (std::is_same_v<A, detail::Local>)
       err = clSetKernelArg(k, index, value.bytes, nullptr);
     else
       err = clSetKernelArg(k, index, sizeof(A), &value);
+    if constexpr (std::is_same_v<A, cl_mem>) {
+      if (err == CL_SUCCESS) {
+        const cl_ulong at = window_start(value);
+        err = clSetKernelArg(k, index + 1, sizeof at, &at);
+      }
+    }
     if (err != CL_SUCCESS)
       throw cl_failure(d.label + ": " + std::string(kernel_name) + " argument " + std::to_string(index),
                        "clSetKernelArg", err);
+    index += std::is_same_v<A, cl_mem> ? 2 : 1;
   }
 
   template <class... A>
-  static void set_args(const Dev& d, cl_kernel k, std::string_view kernel_name, const A&... args) {
+  void set_args(const Dev& d, cl_kernel k, std::string_view kernel_name, const A&... args) const {
     cl_uint i = 0;
-    (set_arg(d, k, kernel_name, i++, args), ...);
+    (set_arg(d, k, kernel_name, i, args), ...);
   }
 
   // Enqueues kernel `name` over `n` work items (the runtime picks the work-group size) with
@@ -1215,7 +1255,7 @@ class OpenCL {
     constexpr bool want_event = !(std::is_same_v<A, NoEvent> || ...);
     cl_uint i = 0;
     auto one = [&](const auto& v) {
-      if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, NoEvent>) set_arg(d, k, name, i++, v);
+      if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, NoEvent>) set_arg(d, k, name, i, v);
     };
     (one(args), ...);
     cl_event ev = nullptr;
@@ -1489,6 +1529,11 @@ class OpenCL {
     clReleaseMemObject(h.buffer);
   }
   mutable std::mutex pinned_m_;
+  // The op windows open at an offset below a multiple of the base alignment, and their start in the
+  // sub-buffer (bytes); `unaligned_windows_` counts them, so that ops skip the lookup when none is.
+  mutable std::mutex windows_m_;
+  std::map<cl_mem, std::size_t> window_starts_;  // under windows_m_
+  std::atomic<std::size_t> unaligned_windows_{0};
   std::map<void*, PinnedHost> pinned_;  // under pinned_m_
   std::mutex user_kernels_m_;
   std::map<detail::UserKernel*, std::unique_ptr<detail::UserKernel>> user_kernels_;  // under user_kernels_m_
