@@ -8,7 +8,10 @@
 // submit/stream64: 64 such ops back to back on the default stream, waiting for the last, against 64
 //   raw enqueues and one clFinish. The plugin has native queues (ABI 1.5), so xdev hands each op
 //   to the stream's command queue as soon as it holds an in-flight slot, as raw OpenCL does. Goal:
-//   xdev at most 1.2x per operation.
+//   xdev at most 1.2x per operation. A third side, `events`, enqueues the same 64 kernels raw, each
+//   with what the plugin adds inside OpenCL to learn of its completion (a profiling queue, an event
+//   and a callback that reads the device times, a flush): xdev/events is what xdev's own path costs
+//   beyond the runtime's (no goal).
 // gemm/f32/1024: `ops::gemm` of 1024x1024x1024 floats on OPENCL against the same call on the host
 //   backend; both GFLOP/s are reported as counters (opencl_gflops, host_gflops).
 // transfer/{to_device,to_host}/<bytes>: `copy_to_device` / `copy_to_host` of an OPENCL array
@@ -43,6 +46,7 @@
 #include <boost/asio/detached.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -94,6 +98,7 @@ void check(cl_int err, const char* call) {
 struct Raw {
   cl_context context = nullptr;
   cl_command_queue queue = nullptr;
+  cl_command_queue profiled = nullptr;  // with CL_QUEUE_PROFILING_ENABLE, as the plugin's queues
   cl_program program = nullptr;
   cl_kernel scale = nullptr;
 
@@ -106,6 +111,8 @@ struct Raw {
     context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
     check(err, "clCreateContext");
     queue = clCreateCommandQueue(context, device, 0, &err);
+    check(err, "clCreateCommandQueue");
+    profiled = clCreateCommandQueue(context, device, CL_QUEUE_PROFILING_ENABLE, &err);
     check(err, "clCreateCommandQueue");
     const char* source = xdev_opencl::kernels::program_source();
     program = clCreateProgramWithSource(context, 1, &source, nullptr, &err);
@@ -123,9 +130,32 @@ struct Raw {
   ~Raw() {
     clReleaseKernel(scale);
     clReleaseProgram(program);
+    clReleaseCommandQueue(profiled);
     clReleaseCommandQueue(queue);
     clReleaseContext(context);
   }
+
+  // One scale of `n` floats on the profiling queue, told of its completion as the plugin is: an event
+  // per command whose callback reads the device's start and end times and releases it, and a flush.
+  void run_scale_notified(cl_mem x, cl_ulong n, float alpha) {
+    check(clSetKernelArg(scale, 0, sizeof x, &x), "clSetKernelArg");
+    check(clSetKernelArg(scale, 2, sizeof n, &n), "clSetKernelArg");
+    check(clSetKernelArg(scale, 3, sizeof alpha, &alpha), "clSetKernelArg");
+    const std::size_t global = n;
+    cl_event ev = nullptr;
+    check(clEnqueueNDRangeKernel(profiled, scale, 1, nullptr, &global, nullptr, 0, nullptr, &ev),
+          "clEnqueueNDRangeKernel");
+    const auto told = [](cl_event e, cl_int, void* user) {
+      cl_ulong start = 0, end = 0;
+      clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+      clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+      static_cast<std::atomic<cl_ulong>*>(user)->fetch_add(end - start, std::memory_order_relaxed);
+      clReleaseEvent(e);
+    };
+    check(clSetEventCallback(ev, CL_COMPLETE, told, &device_ns), "clSetEventCallback");
+    check(clFlush(profiled), "clFlush");
+  }
+  std::atomic<cl_ulong> device_ns{0};  // what the notified commands' callbacks read
 
   // One scale of `n` floats: arguments, enqueue; with `wait`, flush and wait for its event.
   void run_scale(cl_mem x, cl_ulong n, float alpha, bool wait) {
@@ -197,8 +227,17 @@ void submit(benchmark::State& st, std::int64_t per_wait) {
       }
     }
   };
-  xdev_bench::run_interleaved(st, {{"xdev", xdev_side}, {"raw", raw_side}}, per_wait == 1 ? 50 : 2,
-                              static_cast<double>(per_wait));
+  std::vector<xdev_bench::Side> sides{{"xdev", xdev_side}, {"raw", raw_side}};
+  if (per_wait > 1) {
+    // What telling the host of every command's completion costs in the runtime itself.
+    sides.push_back({"events", [&](std::int64_t calls) {
+                       for (std::int64_t c = 0; c < calls; ++c) {
+                         for (std::int64_t i = 0; i < per_wait; ++i) r->run_scale_notified(rx, n, 1.0f);
+                         check(clFinish(r->profiled), "clFinish");
+                       }
+                     }});
+  }
+  xdev_bench::run_interleaved(st, sides, per_wait == 1 ? 50 : 2, static_cast<double>(per_wait));
   clReleaseMemObject(rx);
 }
 
@@ -330,6 +369,11 @@ void scale_window(benchmark::State& st) {
                          .kind = xdev_bench::Kind::cost,
                          .goal = xdev_bench::Goal::at_most,
                          .bound = 1.2,
+                         .unit = "op"});
+  xdev_bench::add_ratio({.label = "submit/stream64 xdev/events",
+                         .benchmark = "submit/stream64",
+                         .subject = "xdev",
+                         .baseline = "events",
                          .unit = "op"});
   for (std::int64_t n : {256, 1024}) {
     const std::string name = "gemm/f32/" + std::to_string(n);
