@@ -10,7 +10,10 @@
 //   reduction without the asynchronous call; and the same `Session::all_reduce` handed to the
 //   session's collectives thread with `Session::post` and waited for with a `std::promise`
 //   (handoff/mpi): the floor of any asynchronous collective on this machine (a wake-up of that
-//   thread and one of the waiter), so that xdev/handoff is what xdev's own steps add to it.
+//   thread and one of the waiter), so that xdev/handoff is what xdev's own steps add to it. And a
+//   raw `MPI_Iallreduce` + `MPI_Wait` of the host buffer (nonblocking/mpi): what MPI's own
+//   non-blocking reduction (Open MPI's libnbc) costs against its blocking one, the floor of any
+//   reduction that keeps a deadline; xdev/nonblocking is what xdev adds to that floor.
 // all_reduce/two_per_rank_vs_mpi/<bytes> (any number of processes): the same reduction over a
 //   `GlobalMesh` of shape {processes, 2} ("host", "local") with two host devices per process, so
 //   hierarchical: the two local arrays reduced in the process, the sum across the processes with
@@ -101,6 +104,15 @@ void xdev_vs_mpi(benchmark::State& st, std::size_t bytes) {
   auto session_side = [&](std::int64_t calls) {
     for (std::int64_t i = 0; i < calls; ++i) session.all_reduce(std::span<float>(host), MPI_SUM);
   };
+  // The floor of a reduction that can keep a deadline: the same bytes through a raw non-blocking
+  // MPI_Iallreduce (Open MPI's libnbc, with the algorithm xdev selects) and MPI_Wait.
+  auto nonblocking_side = [&](std::int64_t calls) {
+    for (std::int64_t i = 0; i < calls; ++i) {
+      MPI_Request req = MPI_REQUEST_NULL;
+      MPI_Iallreduce(MPI_IN_PLACE, host.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req);
+      MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
+  };
   // The bare hand-off to the collectives thread and back, around the same reduction.
   auto handoff_side = [&](std::int64_t calls) {
     for (std::int64_t i = 0; i < calls; ++i) {
@@ -117,9 +129,13 @@ void xdev_vs_mpi(benchmark::State& st, std::size_t bytes) {
       ready.get();
     }
   };
-  xdev_bench::run_interleaved(
-      st, {{"xdev", xdev_side}, {"mpi", mpi_side}, {"session", session_side}, {"handoff", handoff_side}},
-      chunk_for(bytes), 1, static_cast<double>(bytes));
+  xdev_bench::run_interleaved(st,
+                              {{"xdev", xdev_side},
+                               {"mpi", mpi_side},
+                               {"session", session_side},
+                               {"handoff", handoff_side},
+                               {"nonblocking", nonblocking_side}},
+                              chunk_for(bytes), 1, static_cast<double>(bytes));
 }
 
 void two_per_rank_vs_mpi(benchmark::State& st, std::size_t bytes) {
@@ -204,6 +220,16 @@ void mesh4_vs_mpi4(benchmark::State& st, std::size_t bytes) {
         {.label = a + " handoff/mpi", .benchmark = a, .subject = "handoff", .baseline = "mpi", .unit = "all_reduce"});
     xdev_bench::add_ratio(
         {.label = a + " xdev/handoff", .benchmark = a, .subject = "xdev", .baseline = "handoff", .unit = "all_reduce"});
+    xdev_bench::add_ratio({.label = a + " nonblocking/mpi",
+                           .benchmark = a,
+                           .subject = "nonblocking",
+                           .baseline = "mpi",
+                           .unit = "all_reduce"});
+    xdev_bench::add_ratio({.label = a + " xdev/nonblocking",
+                           .benchmark = a,
+                           .subject = "xdev",
+                           .baseline = "nonblocking",
+                           .unit = "all_reduce"});
     const std::string h = "all_reduce/two_per_rank_vs_mpi/" + std::to_string(bytes);
     benchmark::RegisterBenchmark("all_reduce/two_per_rank_vs_mpi", two_per_rank_vs_mpi, bytes)
         ->Arg(static_cast<std::int64_t>(bytes))
