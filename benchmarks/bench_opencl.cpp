@@ -11,7 +11,9 @@
 //   xdev at most 1.2x per operation. A third side, `events`, enqueues the same 64 kernels raw, each
 //   with what the plugin adds inside OpenCL to learn of its completion (a profiling queue, an event
 //   and a callback that reads the device times, a flush): xdev/events is what xdev's own path costs
-//   beyond the runtime's (no goal).
+//   beyond the runtime's (no goal). Each side's CPU time on the submitting thread per op is reported
+//   too (`<side>_cpu_ns`, ratios `thread CPU xdev/raw` and `xdev/events`, no goal): with the
+//   runtime's workers starved for work, that thread's time bounds the stream's rate.
 // gemm/f32/1024: `ops::gemm` of 1024x1024x1024 floats on OPENCL against the same call on the host
 //   backend; both GFLOP/s are reported as counters (opencl_gflops, host_gflops).
 // transfer/{to_device,to_host}/<bytes>: `copy_to_device` / `copy_to_host` of an OPENCL array
@@ -227,15 +229,19 @@ void submit(benchmark::State& st, std::int64_t per_wait) {
       }
     }
   };
-  std::vector<xdev_bench::Side> sides{{"xdev", xdev_side}, {"raw", raw_side}};
-  if (per_wait > 1) {
+  // A stream's rate is bound by the thread that submits to it: each side's CPU time per op too.
+  const bool stream = per_wait > 1;
+  std::vector<xdev_bench::Side> sides{{"xdev", xdev_side, stream}, {"raw", raw_side, stream}};
+  if (stream) {
     // What telling the host of every command's completion costs in the runtime itself.
-    sides.push_back({"events", [&](std::int64_t calls) {
+    sides.push_back({"events",
+                     [&](std::int64_t calls) {
                        for (std::int64_t c = 0; c < calls; ++c) {
                          for (std::int64_t i = 0; i < per_wait; ++i) r->run_scale_notified(rx, n, 1.0f);
                          check(clFinish(r->profiled), "clFinish");
                        }
-                     }});
+                     },
+                     true});
   }
   xdev_bench::run_interleaved(st, sides, per_wait == 1 ? 50 : 2, static_cast<double>(per_wait));
   clReleaseMemObject(rx);
@@ -375,6 +381,15 @@ void scale_window(benchmark::State& st) {
                          .subject = "xdev",
                          .baseline = "events",
                          .unit = "op"});
+  // The submitting thread's CPU time per op (no goal): what bounds the stream's rate here, and
+  // steadier between runs than the elapsed time.
+  for (const char* baseline : {"raw", "events"}) {
+    xdev_bench::add_ratio({.label = std::string("submit/stream64 thread CPU xdev/") + baseline,
+                           .benchmark = "submit/stream64",
+                           .subject = "xdev_cpu",
+                           .baseline = std::string(baseline) + "_cpu",
+                           .unit = "op"});
+  }
   for (std::int64_t n : {256, 1024}) {
     const std::string name = "gemm/f32/" + std::to_string(n);
     benchmark::RegisterBenchmark("gemm/f32", gemm)->Arg(n)->UseManualTime();

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <string>
@@ -35,6 +36,10 @@ namespace xdev_bench {
 struct Side {
   std::string name{};                       ///< counters are named after it: `<name>_ns`, `<name>_bytes_per_second`
   std::function<void(std::int64_t)> run{};  ///< performs n calls
+  /// Also set `<name>_cpu_ns`: the calling thread's CPU time per operation (its median chunk), for
+  /// work whose rate is bound by that thread (a stream's submissions), where it moves less between
+  /// runs than the elapsed time does. A ratio of two sides' CPU times names them `<name>_cpu`.
+  bool thread_cpu = false;
 };
 
 namespace detail {
@@ -43,6 +48,13 @@ inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The calling thread's CPU time so far, in nanoseconds.
+inline double thread_cpu_ns() noexcept {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e9 + double(t.tv_nsec);
 }
 
 }  // namespace detail
@@ -61,15 +73,18 @@ inline double median(std::vector<double> v) {
 inline void run_interleaved(benchmark::State& st, const std::vector<Side>& sides, std::int64_t chunk,
                             double ops_per_call = 1, double bytes_per_call = 0) {
   using clock = std::chrono::steady_clock;
-  std::vector<std::vector<double>> chunk_ns(sides.size());  // each chunk's time, per side
+  std::vector<std::vector<double>> chunk_ns(sides.size());      // each chunk's time, per side
+  std::vector<std::vector<double>> chunk_cpu_ns(sides.size());  // its thread CPU time, for `thread_cpu` sides
   std::size_t first = 0;
   for (auto _ : st) {
     double subject_seconds = 0;
     for (std::size_t k = 0; k < sides.size(); ++k) {
       const std::size_t i = (first + k) % sides.size();
+      const double cpu0 = sides[i].thread_cpu ? detail::thread_cpu_ns() : 0;
       const auto t0 = clock::now();
       sides[i].run(chunk);
       const double ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count();
+      if (sides[i].thread_cpu) chunk_cpu_ns[i].push_back(detail::thread_cpu_ns() - cpu0);
       chunk_ns[i].push_back(ns);  // outside the timed call, so a side's allocation count excludes it
       if (i == 0) subject_seconds = ns * 1e-9;
     }
@@ -81,6 +96,9 @@ inline void run_interleaved(benchmark::State& st, const std::vector<Side>& sides
     if (chunk_ns[i].empty()) continue;
     const double median_chunk = detail::median(std::move(chunk_ns[i]));
     st.counters[sides[i].name + "_ns"] = median_chunk / (double(chunk) * ops_per_call);
+    if (!chunk_cpu_ns[i].empty())
+      st.counters[sides[i].name + "_cpu_ns"] =
+          detail::median(std::move(chunk_cpu_ns[i])) / (double(chunk) * ops_per_call);
     if (bytes_per_call > 0 && i > 0)
       st.counters[sides[i].name + "_bytes_per_second"] =
           benchmark::Counter(bytes_per_call * double(chunk) / (median_chunk * 1e-9), benchmark::Counter::kDefaults,
