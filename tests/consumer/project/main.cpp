@@ -48,6 +48,22 @@ static bool run_plugin() {
   return mismatches == 0 && dev.name() == "TINY:0";
 }
 
+// Parses a device filter as `XDEV_DEVICE` does, good and bad: true when the good one prints back
+// canonically and the bad one is refused with a message that quotes the bad ordinal. (Compiled at
+// -O3 with -Werror: g++ 12's false -Wrestrict once fired inside `DeviceFilter::parse` here.)
+static bool parse_filters() {
+  const auto good = xdev::DeviceFilter::parse("opencl:1,0;!ref", "XDEV_DEVICE");
+  bool refused = false;
+  try {
+    (void)xdev::DeviceFilter::parse("HOST:1x", "XDEV_DEVICE");
+  } catch (const xdev::error& e) {
+    refused = e.condition() == xdev::errc::invalid_argument &&
+              std::string(e.what()).find("\"1x\" is not a device ordinal") != std::string::npos;
+  }
+  std::cout << "device filter " << good.to_string() << (refused ? "; HOST:1x refused\n" : "; HOST:1x NOT refused\n");
+  return good.to_string() == "OPENCL:1,0;!REF" && refused;
+}
+
 int main() try {
   using Host = xdev::backends::Host;
   xdev::Runtime<Host> host;
@@ -81,7 +97,8 @@ int main() try {
   std::cout << "xdev " << XDEV_VERSION_MAJOR << '.' << XDEV_VERSION_MINOR << '.' << XDEV_VERSION_PATCH << " on " << dev
             << ": sum " << got << " (expected " << expected << "), " << mismatches << " mismatched element(s)\n";
   const bool plugin_ok = run_plugin();
-  return got == expected && mismatches == 0 && plugin_ok ? EXIT_SUCCESS : EXIT_FAILURE;
+  const bool filters_ok = parse_filters();
+  return got == expected && mismatches == 0 && plugin_ok && filters_ok ? EXIT_SUCCESS : EXIT_FAILURE;
 } catch (const std::exception& e) {
   std::cerr << "consumer: " << e.what() << '\n';
   return EXIT_FAILURE;
