@@ -49,6 +49,7 @@
 #include <xdev/random/stream.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -65,6 +66,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -176,9 +178,21 @@ struct Pending {
 
   xdev::Completion done;
   std::optional<std::int64_t> clock_offset;  // device timer + this = host steady clock (ns), when known
-  std::string what;                          // "OPENCL:0: gemm": prefixes a failure
-  xdev::HostTask then;                       // runs on success before `done` (may throw): result checks
-  std::vector<unsigned char> host_data;      // host memory a read-back writes into (lives until then ran)
+  // What prefixes a failure, "OPENCL:0: gemm": the device's label and a static op name (joined
+  // only when the command fails), or a description built at submission (`what`).
+  const std::string* device = nullptr;
+  const char* op = nullptr;
+  std::string what;
+  xdev::HostTask then;                   // runs on success before `done` (may throw): result checks
+  std::vector<unsigned char> host_data;  // host memory a read-back writes into (lives until then ran)
+
+  [[nodiscard]] std::string describe() const {
+    if (op == nullptr) return what;
+    std::string d = *device;
+    d += ": ";
+    d += op;
+    return d;
+  }
 };
 
 // The event callback: reports the submission's status (or `then`'s exception) to xdev.
@@ -200,7 +214,7 @@ inline void CL_CALLBACK on_complete(cl_event ev, cl_int status, void* user) noex
   clReleaseEvent(ev);
   std::exception_ptr ep;
   if (status < 0) {
-    ep = std::make_exception_ptr(cl_failure(p->what, "the command", status));
+    ep = std::make_exception_ptr(cl_failure(p->describe(), "the command", status));
   } else if (p->then) {
     try {
       p->then();
@@ -215,14 +229,6 @@ inline void CL_CALLBACK on_complete(cl_event ev, cl_int status, void* user) noex
 }
 
 template <class T>
-constexpr const char* type_suffix() noexcept {
-  if constexpr (std::is_same_v<T, float>)
-    return "f32";
-  else
-    return "f64";
-}
-
-template <class T>
 inline constexpr bool is_float_data = std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 // The dtype name kernels.hpp uses for an element type.
@@ -230,6 +236,55 @@ template <class T>
 constexpr std::string_view dtype_suffix() noexcept {
   return xdev::name_of(xdev::dtype_of<T>);
 }
+
+// A kernel name's fixed part, as a template argument: kernel_name<"scale_", T>.
+template <std::size_t N>
+struct NamePrefix {
+  char c[N]{};
+  consteval NamePrefix(const char (&s)[N]) {  // NOLINT(google-explicit-constructor): a literal is the point
+    for (std::size_t i = 0; i < N; ++i) c[i] = s[i];
+  }
+};
+
+// The name of one of kernels.hpp's kernels, with static storage: its address identifies it, so a
+// launch finds its cl_kernel in `OpenCL::kernel`'s per-device cache without building or comparing
+// strings.
+class StaticKernelName {
+ public:
+  [[nodiscard]] const char* c_str() const noexcept { return text_; }
+  operator std::string_view() const noexcept { return text_; }  // NOLINT(google-explicit-constructor)
+
+ private:
+  template <NamePrefix, class...>
+  friend struct KernelNameText;
+  constexpr explicit StaticKernelName(const char* text) noexcept : text_(text) {}
+  const char* text_;
+};
+
+// `P` followed by the dtype names of `T...`, joined by '_': "scale_f32", "convert_f16_i32".
+template <NamePrefix P, class... T>
+struct KernelNameText {
+  static_assert(sizeof...(T) > 0, "a kernel name ends with at least one dtype");
+  static constexpr auto text = [] {
+    constexpr std::size_t prefix = sizeof(P.c) - 1;  // without its terminator
+    constexpr std::size_t length = prefix + (dtype_suffix<T>().size() + ... + 0) + (sizeof...(T) - 1);
+    std::array<char, length + 1> out{};
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < prefix; ++i) out[at++] = P.c[i];
+    bool first = true;
+    const auto put = [&](std::string_view part) {
+      if (!first) out[at++] = '_';
+      first = false;
+      for (char ch : part) out[at++] = ch;
+    };
+    (put(dtype_suffix<T>()), ...);
+    return out;
+  }();
+  static constexpr StaticKernelName name{text.data()};
+};
+
+template <NamePrefix P, class... T>
+inline constexpr StaticKernelName kernel_name = KernelNameText<P, T...>::name;
 
 // The rounding code of the kernels (0 none, 1 to f32, 2 to f16, 3 to bf16) for autocast dtype
 // `compute` on T data: xdev's own input rounding (`xdev::kernels::detail::Rounding`, same order).
@@ -370,7 +425,7 @@ class OpenCL {
     cl_event ev = nullptr;
     cl_check(clEnqueueWriteBuffer(queue_of(d), dst, CL_FALSE, dst_offset, bytes, src, 0, nullptr, &ev), d.label,
              "clEnqueueWriteBuffer");
-    complete_on(d, lk, ev, pending(std::move(done), d.label + ": copy to device"));
+    complete_on(d, lk, ev, pending(std::move(done), d, "copy to device"));
   }
 
   void copy_to_host(std::size_t device, memory_handle src, std::size_t src_offset, void* dst, std::size_t bytes,
@@ -381,7 +436,7 @@ class OpenCL {
     cl_event ev = nullptr;
     cl_check(clEnqueueReadBuffer(queue_of(d), src, CL_FALSE, src_offset, bytes, dst, 0, nullptr, &ev), d.label,
              "clEnqueueReadBuffer");
-    complete_on(d, lk, ev, pending(std::move(done), d.label + ": copy to host"));
+    complete_on(d, lk, ev, pending(std::move(done), d, "copy to host"));
   }
 
   /// A strided window (`concepts::StridedTransfers`) in one `clEnqueueReadBufferRect` /
@@ -594,7 +649,7 @@ class OpenCL {
     cl_check(clEnqueueMarkerWithWaitList(queue_of(d), 0, nullptr, &ev), d.label, "clEnqueueMarkerWithWaitList");
     clRetainEvent(ev);  // xdev's reference; the completion callback owns the other
     try {
-      complete_on(d, lk, ev, pending(std::move(done), d.label + ": marker"));
+      complete_on(d, lk, ev, pending(std::move(done), d, "marker"));
     } catch (...) {
       clReleaseEvent(ev);
       throw;
@@ -794,7 +849,7 @@ class OpenCL {
     cl_check(
         clEnqueueFillBuffer(queue_of(d), a.x, pattern, sizeof(T), window_start(a.x), a.n * sizeof(T), 0, nullptr, &ev),
         d.label, "clEnqueueFillBuffer");
-    complete_on(d, lk, ev, pending(std::move(done), d.label + ": fill"));
+    complete_on(d, lk, ev, pending(std::move(done), d, "fill"));
   }
 
   template <class T>
@@ -803,9 +858,8 @@ class OpenCL {
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
-    const std::string k = std::string("scale_") + detail::type_suffix<T>();
-    complete_on(d, lk, enqueue_1d(d, k, a.n, a.x, cl_ulong{a.n}, a.alpha),
-                pending(std::move(done), d.label + ": scale"));
+    constexpr detail::StaticKernelName k = detail::kernel_name<"scale_", T>;
+    complete_on(d, lk, enqueue_1d(d, k, a.n, a.x, cl_ulong{a.n}, a.alpha), pending(std::move(done), d, "scale"));
   }
 
   /// `out = e^x` with OpenCL's `exp` (within 3 ulp of the correctly rounded result, the OpenCL
@@ -816,8 +870,8 @@ class OpenCL {
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
-    const std::string k = std::string("exp_") + std::string(detail::dtype_suffix<T>());
-    complete_on(d, lk, enqueue_1d(d, k, a.n, a.x, a.out, cl_ulong{a.n}), pending(std::move(done), d.label + ": exp"));
+    constexpr detail::StaticKernelName k = detail::kernel_name<"exp_", T>;
+    complete_on(d, lk, enqueue_1d(d, k, a.n, a.x, a.out, cl_ulong{a.n}), pending(std::move(done), d, "exp"));
   }
 
   template <class T>
@@ -826,9 +880,8 @@ class OpenCL {
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
-    const std::string k = std::string("axpy_") + detail::type_suffix<T>();
-    complete_on(d, lk, enqueue_1d(d, k, a.n, a.alpha, a.x, a.y, cl_ulong{a.n}),
-                pending(std::move(done), d.label + ": axpy"));
+    constexpr detail::StaticKernelName k = detail::kernel_name<"axpy_", T>;
+    complete_on(d, lk, enqueue_1d(d, k, a.n, a.alpha, a.x, a.y, cl_ulong{a.n}), pending(std::move(done), d, "axpy"));
   }
 
   /// add, mul, min and max as xdev defines them (see `xdev::kernels::binary`).
@@ -842,9 +895,9 @@ class OpenCL {
     if (a.n == 0) return done(nullptr);
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
-    const std::string k = std::string("binary_") + detail::type_suffix<T>();
+    constexpr detail::StaticKernelName k = detail::kernel_name<"binary_", T>;
     complete_on(d, lk, enqueue_1d(d, k, a.n, static_cast<cl_uint>(a.op), a.a, a.b, a.out, cl_ulong{a.n}),
-                pending(std::move(done), d.label + ": " + xdev::ops::name_of(a.op)));
+                pending(std::move(done), d, xdev::ops::name_of(a.op)));
   }
 
   /// A work-group tree per pass, passes until one value is left, then read back into `*result`.
@@ -857,7 +910,7 @@ class OpenCL {
     }
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
-    const std::string pass = std::string("sum_pass_") + detail::type_suffix<T>();
+    constexpr detail::StaticKernelName pass = detail::kernel_name<"sum_pass_", T>;
     reduce<T>(d, lk, a.n, a.result, std::move(done), "sum", [&](cl_mem out, std::size_t groups) {
       enqueue_groups(d, pass, groups, a.x, cl_ulong{a.n}, out, detail::Local{d.reduce_local * sizeof(T)}, no_event);
     });
@@ -874,7 +927,7 @@ class OpenCL {
     }
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
-    const std::string pass = std::string("dot_pass_") + detail::type_suffix<T>();
+    constexpr detail::StaticKernelName pass = detail::kernel_name<"dot_pass_", T>;
     reduce<T>(d, lk, a.n, a.result, std::move(done), "dot", [&](cl_mem out, std::size_t groups) {
       enqueue_groups(d, pass, groups, a.x, a.y, cl_ulong{a.n}, rounding, out, detail::Local{d.reduce_local * sizeof(T)},
                      no_event);
@@ -891,14 +944,13 @@ class OpenCL {
     std::unique_lock lk(d.m);
     cl_event ev = nullptr;
     if (a.axis >= tree_axis_min) {
-      ev =
-          enqueue_groups(d, std::string("sum_axis_") + detail::type_suffix<T>(), outputs, a.x, a.out, cl_ulong{a.outer},
-                         cl_ulong{a.axis}, cl_ulong{a.inner}, detail::Local{d.reduce_local * sizeof(T)});
+      ev = enqueue_groups(d, detail::kernel_name<"sum_axis_", T>, outputs, a.x, a.out, cl_ulong{a.outer},
+                          cl_ulong{a.axis}, cl_ulong{a.inner}, detail::Local{d.reduce_local * sizeof(T)});
     } else {
-      ev = enqueue_1d(d, std::string("sum_axis_small_") + detail::type_suffix<T>(), outputs, a.x, a.out,
-                      cl_ulong{a.outer}, cl_ulong{a.axis}, cl_ulong{a.inner});
+      ev = enqueue_1d(d, detail::kernel_name<"sum_axis_small_", T>, outputs, a.x, a.out, cl_ulong{a.outer},
+                      cl_ulong{a.axis}, cl_ulong{a.inner});
     }
-    complete_on(d, lk, ev, pending(std::move(done), d.label + ": sum"));
+    complete_on(d, lk, ev, pending(std::move(done), d, "sum"));
   }
 
   /// Local-memory tiled matrix multiply (kernels.hpp, `gemm_range`). With `alpha == 0` or an empty
@@ -917,13 +969,13 @@ class OpenCL {
     const cl_ulong k = a.alpha == T(0) ? 0 : a.k;
     const auto range = kernels::gemm_range(a.m, a.n);
     std::unique_lock lk(d.m);
-    cl_kernel kern = kernel(d, std::string("gemm_") + detail::type_suffix<T>());
+    cl_kernel kern = kernel(d, detail::kernel_name<"gemm_", T>);
     set_args(d, kern, "gemm", cl_uint{a.trans_a}, cl_uint{a.trans_b}, cl_ulong{a.m}, cl_ulong{a.n}, k, a.alpha, a.a,
              cl_ulong{a.lda}, a.b, cl_ulong{a.ldb}, a.beta, a.c, cl_ulong{a.ldc}, rounding);
     cl_event ev = nullptr;
     cl_check(clEnqueueNDRangeKernel(queue_of(d), kern, 2, nullptr, range.global, range.local, 0, nullptr, &ev),
              d.label + ": gemm", "clEnqueueNDRangeKernel");
-    complete_on(d, lk, ev, pending(std::move(done), d.label + ": gemm"));
+    complete_on(d, lk, ev, pending(std::move(done), d, "gemm"));
   }
 
   /// Rows of `table` by index: a check kernel finds the first index out of range, the gather kernel
@@ -941,7 +993,7 @@ class OpenCL {
       clReleaseMemObject(status);
       throw cl_failure(d.label + ": gather", "clEnqueueFillBuffer", err);
     }
-    auto p = pending(std::move(done), d.label + ": gather");
+    auto p = pending(std::move(done), d, "gather");
     try {
       const std::string idx(detail::dtype_suffix<I>());
       enqueue_1d(d, "gather_check_" + idx, a.n, a.index, cl_ulong{a.n}, cl_ulong{a.rows}, status, no_event);
@@ -987,11 +1039,11 @@ class OpenCL {
     Dev& d = dev(device);
     std::unique_lock lk(d.m);
     const auto alg = static_cast<cl_uint>(a.algorithm);
-    cl_event ev = a.normal ? enqueue_1d(d, std::string("rng_normal_") + detail::type_suffix<T>(), a.n, a.out,
-                                        cl_ulong{a.n}, alg, cl_ulong{a.seed}, cl_ulong{a.offset}, a.mean, a.stddev)
-                           : enqueue_1d(d, std::string("rng_uniform_") + detail::type_suffix<T>(), a.n, a.out,
-                                        cl_ulong{a.n}, alg, cl_ulong{a.seed}, cl_ulong{a.offset});
-    complete_on(d, lk, ev, pending(std::move(done), d.label + (a.normal ? ": rng_normal" : ": rng_uniform")));
+    cl_event ev = a.normal ? enqueue_1d(d, detail::kernel_name<"rng_normal_", T>, a.n, a.out, cl_ulong{a.n}, alg,
+                                        cl_ulong{a.seed}, cl_ulong{a.offset}, a.mean, a.stddev)
+                           : enqueue_1d(d, detail::kernel_name<"rng_uniform_", T>, a.n, a.out, cl_ulong{a.n}, alg,
+                                        cl_ulong{a.seed}, cl_ulong{a.offset});
+    complete_on(d, lk, ev, pending(std::move(done), d, a.normal ? "rng_normal" : "rng_uniform"));
   }
 
   /// Every pair of dtypes, bit for bit `xdev::kernels::convert`; the same dtype is a buffer copy.
@@ -1007,11 +1059,9 @@ class OpenCL {
                                    0, nullptr, &ev),
                d.label, "clEnqueueCopyBuffer");
     } else {
-      const std::string k =
-          "convert_" + std::string(detail::dtype_suffix<S>()) + "_" + std::string(detail::dtype_suffix<D>());
-      ev = enqueue_1d(d, k, a.n, a.src, a.dst, cl_ulong{a.n});
+      ev = enqueue_1d(d, detail::kernel_name<"convert_", S, D>, a.n, a.src, a.dst, cl_ulong{a.n});
     }
-    complete_on(d, lk, ev, pending(std::move(done), d.label + ": convert"));
+    complete_on(d, lk, ev, pending(std::move(done), d, "convert"));
   }
 
  private:
@@ -1047,8 +1097,7 @@ class OpenCL {
       cl_check(clEnqueueWriteBufferRect(queue_of(d), m, CL_FALSE, origin, host_origin, region, r.row_pitch, slice_pitch,
                                         r.row_bytes, r.rows * r.row_bytes, host, 0, nullptr, &ev),
                d.label, "clEnqueueWriteBufferRect");
-    complete_on(d, lk, ev,
-                pending(std::move(done), d.label + (read ? ": strided copy to host" : ": strided copy to device")));
+    complete_on(d, lk, ev, pending(std::move(done), d, read ? "strided copy to host" : "strided copy to device"));
   }
 
   // Axes at least this long are summed by a work-group tree per output.
@@ -1071,6 +1120,9 @@ class OpenCL {
     std::uint64_t base_align = 1;  // where a sub-buffer may start: a multiple of this many bytes
     std::mutex m;                  // held while setting kernel arguments and enqueueing
     std::map<std::string, cl_kernel, std::less<>> kernels;
+    // `kernels` by the address of a static name (detail::kernel_name), filled as they are first
+    // launched (under m).
+    std::unordered_map<const char*, cl_kernel> kernels_by_name_address;
     std::atomic<cl_ulong> allocated{0};
     std::vector<cl_command_queue> stream_queues;  // made by create_queue and not yet destroyed (under m)
     // The device timer's offset from the host's steady clock (ns), measured at start: set when
@@ -1176,6 +1228,16 @@ class OpenCL {
     return p;
   }
 
+  // The same for a command whose failure reads "<device label>: <op>" (`op` a string literal): the
+  // text is joined only when it fails.
+  static std::unique_ptr<detail::Pending> pending(xdev::Completion done, const Dev& d, const char* op) {
+    auto p = std::make_unique<detail::Pending>();
+    p->done = std::move(done);
+    p->device = &d.label;
+    p->op = op;
+    return p;
+  }
+
   // Hands the submission's last event to the callback that reports it, and flushes the queue so
   // that the runtime starts the commands. Unlocks `lk` (the device's enqueue lock) first: a runtime
   // may run the callback inside clSetEventCallback when the event already completed, and the
@@ -1188,7 +1250,7 @@ class OpenCL {
     if (err != CL_SUCCESS) {
       std::unique_ptr<detail::Pending> back(owned);  // not registered: still ours
       clReleaseEvent(ev);
-      throw cl_failure(back->what, "clSetEventCallback", err);
+      throw cl_failure(back->describe(), "clSetEventCallback", err);
     }
     clFlush(queue_of(d));
   }
@@ -1202,11 +1264,20 @@ class OpenCL {
     return it == window_starts_.end() ? 0 : it->second;
   }
 
-  cl_kernel kernel(Dev& d, std::string_view name) {
+  cl_kernel kernel(const Dev& d, std::string_view name) const {
     const auto it = d.kernels.find(name);
     if (it == d.kernels.end())
       throw xdev::error(xdev::errc::internal, d.label + ": the kernel " + std::string(name) + " does not exist");
     return it->second;
+  }
+
+  // The same by a static name: found by its address after its first launch on `d`. Under d.m.
+  cl_kernel kernel(Dev& d, detail::StaticKernelName name) {
+    const auto it = d.kernels_by_name_address.find(name.c_str());
+    if (it != d.kernels_by_name_address.end()) return it->second;
+    const cl_kernel k = kernel(d, std::string_view(name));
+    d.kernels_by_name_address.emplace(name.c_str(), k);
+    return k;
   }
 
   // Sets the kernel argument at `index` and moves `index` past it: a buffer is two arguments, the
@@ -1238,19 +1309,20 @@ class OpenCL {
 
   // Enqueues kernel `name` over `n` work items (the runtime picks the work-group size) with
   // `args`; returns its event, or none when the last argument is `no_event`.
-  template <class... A>
-  cl_event enqueue_1d(Dev& d, std::string_view name, std::size_t n, const A&... args) {
+  template <class Name, class... A>
+  cl_event enqueue_1d(Dev& d, const Name& name, std::size_t n, const A&... args) {
     return enqueue(d, name, n, 0, args...);
   }
 
   // Enqueues kernel `name` over `groups` work-groups of `d.reduce_local` items.
-  template <class... A>
-  cl_event enqueue_groups(Dev& d, std::string_view name, std::size_t groups, const A&... args) {
+  template <class Name, class... A>
+  cl_event enqueue_groups(Dev& d, const Name& name, std::size_t groups, const A&... args) {
     return enqueue(d, name, groups * d.reduce_local, d.reduce_local, args...);
   }
 
-  template <class... A>
-  cl_event enqueue(Dev& d, std::string_view name, std::size_t global, std::size_t local, const A&... args) {
+  // `name`: a detail::kernel_name, or a string for a name built at run time.
+  template <class Name, class... A>
+  cl_event enqueue(Dev& d, const Name& name, std::size_t global, std::size_t local, const A&... args) {
     cl_kernel k = kernel(d, name);
     constexpr bool want_event = !(std::is_same_v<A, NoEvent> || ...);
     cl_uint i = 0;
@@ -1261,7 +1333,8 @@ class OpenCL {
     cl_event ev = nullptr;
     const cl_int err = clEnqueueNDRangeKernel(queue_of(d), k, 1, nullptr, &global, local != 0 ? &local : nullptr, 0,
                                               nullptr, want_event ? &ev : nullptr);
-    if (err != CL_SUCCESS) throw cl_failure(d.label + ": " + std::string(name), "clEnqueueNDRangeKernel", err);
+    if (err != CL_SUCCESS)
+      throw cl_failure(d.label + ": " + std::string(std::string_view(name)), "clEnqueueNDRangeKernel", err);
     return ev;
   }
 
@@ -1287,7 +1360,7 @@ class OpenCL {
     cl_mem pong = nullptr;
     try {
       first(ping, groups);
-      const std::string pass = std::string("sum_pass_") + detail::type_suffix<T>();
+      constexpr detail::StaticKernelName pass = detail::kernel_name<"sum_pass_", T>;
       if (groups > 1) pong = temp_buffer(d, ((groups + per_group - 1) / per_group) * sizeof(T), op);
       while (groups > 1) {
         const std::size_t count = groups;
@@ -1303,7 +1376,7 @@ class OpenCL {
       clReleaseMemObject(ping);
       if (pong != nullptr) clReleaseMemObject(pong);
       ping = pong = nullptr;
-      complete_on(d, lk, ev, pending(std::move(done), d.label + ": " + op));
+      complete_on(d, lk, ev, pending(std::move(done), d, op));
     } catch (...) {
       if (ping != nullptr) clReleaseMemObject(ping);
       if (pong != nullptr) clReleaseMemObject(pong);
