@@ -17,7 +17,6 @@
 #include <cstdint>
 #include <cstring>
 #include <exception>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -55,15 +54,28 @@ xdev_status guarded(xdev_error* err, F&& f) noexcept {
 /// entry may still fail); after the entry returned, dropping it reports `errc::internal`.
 ///
 /// One per operation, touched by the submitting thread (the entry) and the completing one: its
-/// state is one atomic word, and it comes from the plugin's block pool. (So the abitest plugin's
-/// unloading test, PluginBackend.TheLibraryStaysLoadedUntilTheLastObjectFromItIsGone, also checks
-/// that a plugin whose pool the calling thread used still unloads.)
+/// state is one atomic word, it is counted by two references (the entry's and the completion's:
+/// `release`), and it comes from the plugin's block pool. (So the abitest plugin's unloading test,
+/// PluginBackend.TheLibraryStaysLoadedUntilTheLastObjectFromItIsGone, also checks that a plugin
+/// whose pool the calling thread used still unloads.)
 class CompletionState {
  public:
   /// `c` is the host's completion, of `c.struct_size` bytes (at least the 1.1 size): what this
-  /// build knows beyond it reads as null.
+  /// build knows beyond it reads as null. Starts with two references.
   explicit CompletionState(const xdev_completion& c) noexcept {
     std::memcpy(&c_, &c, std::min(c.struct_size, sizeof c_));
+  }
+  CompletionState(const CompletionState&) = delete;
+  CompletionState& operator=(const CompletionState&) = delete;
+
+  static void* operator new(std::size_t bytes) { return xdev::detail::block_pool::instance().allocate(bytes); }
+  static void operator delete(void* p, std::size_t bytes) noexcept {
+    xdev::detail::block_pool::instance().deallocate(p, bytes);
+  }
+
+  /// Drops one of the two references; the last frees the state.
+  void release() noexcept {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
   }
 
   /// The backend called its completion (after `report_device_times`, when it knows them).
@@ -126,26 +138,42 @@ class CompletionState {
 
   xdev_completion c_{};
   std::atomic<unsigned> state_{in_call};
+  std::atomic<int> refs_{2};
 };
 
-/// The callable inside the `xdev::Completion` a backend receives.
+/// The callable inside the `xdev::Completion` a backend receives: holds the completion's reference
+/// to the state.
 class CompletionHandle {
  public:
-  explicit CompletionHandle(std::shared_ptr<CompletionState> s) noexcept : s_(std::move(s)) {}
-  CompletionHandle(CompletionHandle&&) noexcept = default;
-  CompletionHandle& operator=(CompletionHandle&&) noexcept = default;
+  explicit CompletionHandle(CompletionState* s) noexcept : s_(s) {}
+  CompletionHandle(CompletionHandle&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  CompletionHandle& operator=(CompletionHandle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      s_ = std::exchange(o.s_, nullptr);
+    }
+    return *this;
+  }
   CompletionHandle(const CompletionHandle&) = delete;
   CompletionHandle& operator=(const CompletionHandle&) = delete;
-  ~CompletionHandle() {
-    if (s_) s_->drop();
-  }
+  ~CompletionHandle() { reset(); }
 
   void operator()(std::exception_ptr ep) noexcept {
-    if (auto s = std::move(s_)) s->complete(std::move(ep));
+    if (CompletionState* s = std::exchange(s_, nullptr)) {
+      s->complete(std::move(ep));
+      s->release();
+    }
   }
 
  private:
-  std::shared_ptr<CompletionState> s_;
+  void reset() noexcept {
+    if (CompletionState* s = std::exchange(s_, nullptr)) {
+      s->drop();
+      s->release();
+    }
+  }
+
+  CompletionState* s_;
 };
 
 /// Runs `f(Completion)` for an entry taking an `xdev_completion`, keeping the calling rule: the
@@ -153,20 +181,25 @@ class CompletionHandle {
 /// an error.
 template <class F>
 xdev_status run_async(xdev_error* err, const xdev_completion* done, F&& f) noexcept {
-  std::shared_ptr<CompletionState> state;
+  CompletionState* state = nullptr;  // with the entry's reference, once made
   auto failure = capture([&] {
     if (done == nullptr) throw error(errc::invalid_argument, "the completion is null");
     check_struct_size(done->struct_size, completion_size_v1_1, "xdev_completion");
     if (done->complete == nullptr) throw error(errc::invalid_argument, "xdev_completion::complete is null");
-    state = std::allocate_shared<CompletionState>(xdev::detail::pool_allocator<CompletionState>{}, *done);
-    std::forward<F>(f)(Completion(CompletionHandle(state)));
+    state = new CompletionState(*done);
+    CompletionHandle handle(state);  // the completion's reference, dropped however what follows ends
+    std::forward<F>(f)(Completion(std::move(handle)));
   });
   if (!failure) {
     state->returned();
+    state->release();
     return XDEV_OK;
   }
-  if (!state || state->threw()) return report(err, *failure);
-  return XDEV_OK;  // the backend completed, then threw: the completion has reported
+  if (state == nullptr) return report(err, *failure);
+  const bool report_it = state->threw();
+  state->release();
+  // Otherwise the backend completed, then threw: the completion has reported.
+  return report_it ? report(err, *failure) : XDEV_OK;
 }
 
 /// \throws xdev::error `errc::invalid_argument` for a null pointer argument.
