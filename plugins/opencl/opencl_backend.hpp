@@ -251,8 +251,8 @@ struct NamePrefix {
 // strings.
 class StaticKernelName {
  public:
-  [[nodiscard]] const char* c_str() const noexcept { return text_; }
-  operator std::string_view() const noexcept { return text_; }  // NOLINT(google-explicit-constructor)
+  [[nodiscard]] constexpr const char* c_str() const noexcept { return text_; }
+  constexpr operator std::string_view() const noexcept { return text_; }  // NOLINT(google-explicit-constructor)
 
  private:
   template <NamePrefix, class...>

@@ -407,6 +407,57 @@ TEST_F(OpenCLBackend, AFailedCallNamesTheDeviceTheCallAndTheStatus) {
   b().deallocate(0, a, 64);
 }
 
+// A command that fails after its submission (the runtime's status in the completion callback) is
+// named by its device and op; the plugin joins that text only then (Pending::describe).
+TEST_F(OpenCLBackend, ACommandThatFailsOnTheDeviceNamesTheDeviceAndTheOp) {
+  cl_platform_id platform = nullptr;
+  cl_device_id device = nullptr;
+  ASSERT_EQ(clGetPlatformIDs(1, &platform, nullptr), CL_SUCCESS);
+  ASSERT_EQ(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device, nullptr), CL_SUCCESS);
+  cl_int err = CL_SUCCESS;
+  cl_context context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  const std::string label = "OPENCL:3";
+  const auto fail = [&](std::unique_ptr<xdev_opencl::detail::Pending> p) {
+    std::exception_ptr got;
+    p->done = [&got](std::exception_ptr ep) { got = std::move(ep); };
+    cl_event ev = clCreateUserEvent(context, &err);  // released by the callback, as a command's
+    EXPECT_EQ(err, CL_SUCCESS);
+    xdev_opencl::detail::on_complete(ev, CL_OUT_OF_RESOURCES, p.release());
+    try {
+      if (got) std::rethrow_exception(got);
+      ADD_FAILURE() << "the failure was not reported";
+    } catch (const xdev::error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto by_op = std::make_unique<xdev_opencl::detail::Pending>();
+  by_op->device = &label;
+  by_op->op = "scale";
+  EXPECT_THAT(fail(std::move(by_op)), HasSubstr("OPENCL:3: scale: the command failed: CL_OUT_OF_RESOURCES (-5)"));
+  auto described = std::make_unique<xdev_opencl::detail::Pending>();
+  described->what = "OPENCL:3: copy to OPENCL:1";
+  EXPECT_THAT(fail(std::move(described)),
+              HasSubstr("OPENCL:3: copy to OPENCL:1: the command failed: CL_OUT_OF_RESOURCES (-5)"));
+  clReleaseContext(context);
+}
+
+// The kernel names the ops launch by are joined at compile time from the op and its dtypes.
+TEST(OpenCLKernelNames, AreTheOpFollowedByItsDtypes) {
+  using xdev_opencl::detail::kernel_name;
+  constexpr std::string_view scale = kernel_name<"scale_", float>;
+  constexpr std::string_view exp = kernel_name<"exp_", xdev::bf16>;
+  constexpr std::string_view convert = kernel_name<"convert_", xdev::f16, std::int64_t>;
+  EXPECT_EQ(scale, "scale_f32");
+  EXPECT_EQ(exp, "exp_bf16");
+  EXPECT_EQ(convert, "convert_f16_i64");
+  // One name, one address: what the per-device cache keys on.
+  const char* once = kernel_name<"scale_", double>.c_str();
+  const char* again = kernel_name<"scale_", double>.c_str();
+  EXPECT_EQ(once, again);
+}
+
 TEST_F(OpenCLBackend, HostTasksRunAfterTheWorkQueuedBeforeThemOffTheCallingThread) {
   std::vector<int> in(1 << 20, 7), out(1 << 20, 0);
   const std::size_t bytes = in.size() * sizeof(int);
