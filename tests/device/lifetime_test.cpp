@@ -14,6 +14,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +26,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -228,6 +231,53 @@ TEST(Lifetime, AStreamOnANativeQueueThatOutlivesItsRuntimeNeverCallsTheDestroyed
   s.reset();  // its queue is the backend's to release
   other.reset();
   EXPECT_EQ(QueueBackend::dead_calls, 0) << "a call reached the destroyed backend";
+}
+
+// A backend with native queues whose `destroy_queue` takes a while, and that counts the ones
+// still running when the backend is destroyed.
+class SlowQueueBackend : public ManualBackend {
+ public:
+  using queue_handle = std::uint64_t;
+  explicit SlowQueueBackend(std::size_t devices) : ManualBackend(devices) {
+    destroyed = false;
+    entered = false;
+  }
+  ~SlowQueueBackend() { destroyed = true; }
+  SlowQueueBackend(const SlowQueueBackend&) = delete;
+  SlowQueueBackend& operator=(const SlowQueueBackend&) = delete;
+
+  queue_handle create_queue(std::size_t) { return 1; }
+  void destroy_queue(std::size_t, queue_handle) noexcept {
+    entered = true;
+    entered.notify_all();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the runtime's destruction goes on meanwhile
+    if (destroyed) ++late_calls;
+  }
+  void bind_queue(std::size_t, queue_handle) noexcept {}
+  void unbind_queue(std::size_t) noexcept {}
+
+  static inline std::atomic<bool> destroyed{false};
+  static inline std::atomic<int> late_calls{0};
+  static inline std::atomic<bool> entered{false};
+};
+static_assert(xdev::concepts::NativeQueues<SlowQueueBackend>);
+
+// The CI's tsan run caught this on OpenCL: a dropped stream's last completion, delivered on the
+// backend's thread, let go of the stream's queue while the main thread destroyed the runtime.
+TEST(Lifetime, AQueueLetGoOfOnACompletionThreadIsDestroyedBeforeItsBackend) {
+  auto rt = std::make_unique<xdev::Runtime<SlowQueueBackend>>(xdev::RuntimeOptions{}, 1);
+  SlowQueueBackend& backend = rt->backend();
+  std::optional<xdev::Stream<SlowQueueBackend>> s = rt->device(0).make_stream();
+  ASSERT_TRUE(s->uses_native_queue());
+  auto done = s->execute([] {});
+  // The operation in flight holds the stream's queue now; its completion delivers, then drops it.
+  s.reset();
+  std::thread completion([&backend] { backend.run_one(); });
+  SlowQueueBackend::entered.wait(false);
+  done.get();
+  rt.reset();
+  completion.join();
+  EXPECT_EQ(SlowQueueBackend::late_calls, 0) << "destroy_queue was still running when the backend was destroyed";
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -275,14 +276,28 @@ class Device {
 
 namespace detail {
 
+/// Whether a device's backend still takes `destroy_queue`; shared by the runtime and the device's
+/// native queues. A queue is often destroyed on a backend's completion thread (the last operation
+/// of a dropped stream lets go of it), while another thread may be destroying the runtime: the
+/// runtime clears `alive` under `m` before its backend goes, so a `destroy_queue` that has begun
+/// ends first, and none begins after.
+struct QueueLifeline {
+  std::mutex m;
+  bool alive = true;  // under m
+};
+
 /// A stream's queue on a backend with native queues (`concepts::NativeQueues`). A stream that
 /// outlives its runtime leaves the queue to the backend's destructor.
 template <class B>
 class BackendQueue final : public NativeQueue {
  public:
-  explicit BackendQueue(const Device<B>& dev) : dev_(dev), q_(dev.backend().create_queue(dev.ordinal())) {}
+  explicit BackendQueue(const Device<B>& dev)
+      : dev_(dev),
+        lifeline_(dev.runtime().state(dev.ordinal()).queue_lifeline),
+        q_(dev.backend().create_queue(dev.ordinal())) {}
   ~BackendQueue() override {
-    if (dev_.valid()) dev_.backend().destroy_queue(dev_.ordinal(), q_);
+    std::lock_guard lk(lifeline_->m);
+    if (lifeline_->alive) dev_.backend().destroy_queue(dev_.ordinal(), q_);
   }
   BackendQueue(const BackendQueue&) = delete;
   BackendQueue& operator=(const BackendQueue&) = delete;
@@ -335,7 +350,8 @@ class BackendQueue final : public NativeQueue {
       return static_cast<H>(m);
   }
 
-  Device<B> dev_;  // the backend and device; also tells whether the backend is still alive
+  Device<B> dev_;
+  std::shared_ptr<QueueLifeline> lifeline_;
   typename B::queue_handle q_;
 };
 

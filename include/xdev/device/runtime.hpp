@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,7 @@ struct DeviceState {
   DeviceAllocator<B> allocator;
   std::shared_ptr<DeviceQueue> queue;
   random::GeneratorState generator;
+  std::shared_ptr<QueueLifeline> queue_lifeline = std::make_shared<QueueLifeline>();  // see BackendQueue
 };
 }  // namespace detail
 
@@ -97,6 +99,12 @@ class Runtime {
     // device's queue object may be held a little longer, by an erased device's identity).
     for (auto& s : states_)
       if (s->queue->default_chain()->native()) s->queue->set_default_chain(std::make_shared<detail::OpChain>());
+    // A stream's queue may still be let go of on a completion thread (its last operation has been
+    // delivered, the chain not yet dropped): that ends before the backend goes, later ones skip it.
+    for (auto& s : states_) {
+      const std::lock_guard lk(s->queue_lifeline->m);
+      s->queue_lifeline->alive = false;
+    }
   }
 
   [[nodiscard]] B& backend() noexcept { return backend_; }
