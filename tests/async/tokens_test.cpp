@@ -16,8 +16,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <future>
+#include <limits>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -197,6 +201,53 @@ TEST(TokensInline, ACallbackRunsAfterItsInitiatingFunctionReturns) {
   });
   io.run();
   EXPECT_TRUE(ran_after_return);
+}
+
+// A future polls before it sleeps only when little work is still ahead of it when it is waited
+// for. Counted then, not at submission: a batch of 1024 submissions waited for in order found its
+// work done by the time it came to each future, and was still put to sleep and woken for each.
+TEST(FutureWait, PollsOnlyWhenAtMostTwoOperationsAreStillAheadWhenItIsWaitedFor) {
+  xdev::detail::future_probe p;
+  std::atomic<std::size_t> completed{10};
+  p.note_work_ahead(completed, 20);  // 10 operations ahead of it
+  EXPECT_FALSE(p.worth_polling());
+  completed = 17;
+  EXPECT_FALSE(p.worth_polling()) << "3 ahead";
+  completed = 18;
+  EXPECT_TRUE(p.worth_polling()) << "2 ahead";
+  completed = 25;
+  EXPECT_TRUE(p.worth_polling()) << "none ahead (and other work done since)";
+  p.note_work_ahead(std::numeric_limits<std::size_t>::max());  // no count to read: sleeps at once
+  EXPECT_FALSE(p.worth_polling());
+}
+
+TEST(FutureWait, TheDeviceCountsTheOperationsItAdmittedAndThoseThatCompleted) {
+  xdev::Runtime<xdev_test::ManualBackend> rt({}, 1);
+  auto dev = rt.device(0);
+  xdev::DeviceQueue& q = *rt.state(0).queue;
+  std::vector<xdev::Future<void>> futures;
+  for (int i = 0; i < 3; ++i) futures.push_back(dev.execute([] {}));
+  EXPECT_EQ(q.admitted_count(), 3u);
+  EXPECT_EQ(q.completed_count().load(), 0u);
+  rt.backend().run_one();
+  futures[0].get();
+  EXPECT_EQ(q.completed_count().load(), 1u);
+  for (int i = 1; i < 3; ++i) ASSERT_TRUE(rt.backend().run_one()) << "operation " << i << " was not started";
+  futures[1].get();
+  futures[2].get();
+  EXPECT_EQ(q.admitted_count(), 3u);
+  EXPECT_EQ(q.completed_count().load(), 3u);
+}
+
+// A future reads its device's count of completed work when it is waited for, which may be after
+// the device is gone (under ASan, a read of the freed device queue would be reported).
+TEST(FutureWait, AFutureWaitedForAfterItsRuntimeIsGoneReadsNoFreedMemory) {
+  std::optional<xdev::Future<int>> f;
+  {
+    xdev::Runtime<Host> rt{{}, Host::Options{.devices = 1, .threads = 1}};
+    f = rt.device(0).execute([] { return 7; });
+  }  // the destructor waits for the work
+  EXPECT_EQ(f->get(), 7);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <xdev/async/detail/op_chain.hpp>
+#include <xdev/async/detail/progress_counter.hpp>
 #include <xdev/async/throttle.hpp>
 #include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/error.hpp>
@@ -244,9 +245,14 @@ class DeviceQueue {
     return kept_.size();
   }
 
+  /// The operations completed so far, in a counter that stays readable after this queue is gone.
+  [[nodiscard]] const std::atomic<std::size_t>& completed_count() const noexcept { return completed_.get(); }
+
+  /// The operations admitted so far (a word the submitting threads write, the completing ones do not).
+  [[nodiscard]] std::size_t admitted_count() const noexcept { return submitted_.load(std::memory_order_relaxed); }
   void note_submitted() noexcept { submitted_.fetch_add(1, std::memory_order_relaxed); }
   void note_completed(bool failed) noexcept {
-    completed_.fetch_add(1, std::memory_order_relaxed);
+    completed_.get().fetch_add(1, std::memory_order_relaxed);
     if (failed) failed_.fetch_add(1, std::memory_order_relaxed);
   }
 
@@ -276,7 +282,7 @@ class DeviceQueue {
 
   [[nodiscard]] ExecutionStats stats() const {
     return {submitted_.load(std::memory_order_relaxed),
-            completed_.load(std::memory_order_relaxed),
+            completed_.get().load(std::memory_order_relaxed),
             failed_.load(std::memory_order_relaxed),
             throttle_.waits(),
             throttle_.limit(),
@@ -346,7 +352,7 @@ class DeviceQueue {
   std::atomic<std::uint64_t> single_epoch_{single};  // `single` | the work in the only epoch
   std::atomic<std::uint64_t> epoch_base_{0};         // the number of the oldest epoch
   std::atomic<std::size_t> submitted_{0};
-  std::atomic<std::size_t> completed_{0};
+  detail::ProgressCounter completed_;  // outlives this queue: see use_future's `note_work_ahead`
   std::atomic<std::size_t> failed_{0};
   static constexpr std::size_t direction_count = 5;
   std::atomic<std::size_t> transfer_bytes_[direction_count] = {};

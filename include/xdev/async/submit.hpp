@@ -484,7 +484,8 @@ struct submit_initiation {
     } else {
       queue->check_open();
     }
-    if constexpr (requires { h.note_work_ahead(std::size_t{}); }) h.note_work_ahead(queue->throttle().in_flight());
+    if constexpr (requires { h.note_work_ahead(queue->completed_count(), std::size_t{}); })
+      h.note_work_ahead(queue->completed_count(), queue->admitted_count());
     auto* node = new submit_node<T, Launch, H>(queue, std::move(launch), std::move(slot), std::move(h));
     node->bind(std::move(chain));
     // From here on `this` may be gone: the operation can complete inside admit(), and a coroutine
