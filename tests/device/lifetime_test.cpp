@@ -241,6 +241,7 @@ class SlowQueueBackend : public ManualBackend {
   explicit SlowQueueBackend(std::size_t devices) : ManualBackend(devices) {
     destroyed = false;
     entered = false;
+    late_calls = 0;
   }
   ~SlowQueueBackend() { destroyed = true; }
   SlowQueueBackend(const SlowQueueBackend&) = delete;
