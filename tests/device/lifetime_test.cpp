@@ -281,4 +281,49 @@ TEST(Lifetime, AQueueLetGoOfOnACompletionThreadIsDestroyedBeforeItsBackend) {
   EXPECT_EQ(SlowQueueBackend::late_calls, 0) << "destroy_queue was still running when the backend was destroyed";
 }
 
+// A backend with native queues that counts the queues it holds.
+class CountingQueueBackend : public ManualBackend {
+ public:
+  using queue_handle = std::uint64_t;
+  explicit CountingQueueBackend(std::size_t devices) : ManualBackend(devices) { live = 0; }
+
+  queue_handle create_queue(std::size_t) { return static_cast<queue_handle>(++live); }
+  void destroy_queue(std::size_t, queue_handle) noexcept { --live; }
+  void bind_queue(std::size_t, queue_handle) noexcept {}
+  void unbind_queue(std::size_t) noexcept {}
+
+  static inline std::atomic<int> live{0};
+};
+static_assert(xdev::concepts::NativeQueues<CountingQueueBackend>);
+
+// A stream keeps itself (and its queue) alive while it holds work, not through each operation:
+// dropped with three operations in flight it lets go of its queue when the last is delivered,
+// not before, and never leaks it; one that is kept goes idle and busy again without losing it.
+TEST(Lifetime, ADroppedStreamKeepsItsQueueUntilItsLastOperationIsDeliveredAndNoLonger) {
+  xdev::Runtime<CountingQueueBackend> rt({}, 1);
+  CountingQueueBackend& backend = rt.backend();
+  const int before = CountingQueueBackend::live;  // the default stream's, if it has one
+  std::optional<xdev::Stream<CountingQueueBackend>> s = rt.device(0).make_stream();
+  ASSERT_TRUE(s->uses_native_queue());
+  ASSERT_EQ(CountingQueueBackend::live, before + 1);
+
+  for (int round = 0; round < 2; ++round) {  // idle, busy, idle again: the queue stays
+    auto done = s->execute([] {});
+    ASSERT_TRUE(backend.run_one());
+    done.get();
+    EXPECT_EQ(CountingQueueBackend::live, before + 1) << "round " << round;
+  }
+
+  std::vector<xdev::Future<void>> done;
+  for (int i = 0; i < 3; ++i) done.push_back(s->execute([] {}));
+  s.reset();
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(CountingQueueBackend::live, before + 1)
+        << "the queue went with " << done.size() - i << " operations left";
+    ASSERT_TRUE(backend.run_one());  // completes and delivers on this thread
+    done[i].get();
+  }
+  EXPECT_EQ(CountingQueueBackend::live, before) << "the dropped stream's queue outlived its last operation";
+}
+
 }  // namespace
