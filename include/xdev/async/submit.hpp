@@ -162,8 +162,8 @@ class running_handler_scope {
 // pending on its device and stream until it has run, so synchronize() waits for it. `q` and
 // `chain` (null for work of no single stream) are the ones `ticket` counts on.
 template <class Handler, class... Args>
-void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, OpChain* chain, Handler h,
-             std::exception_ptr ep, Args... args) {
+void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, const std::shared_ptr<OpChain>& chain,
+             Handler h, std::exception_ptr ep, Args... args) {
   if constexpr (is_detached_handler<Handler>) {
     if (ep) q->keep_error(ep);
   }
@@ -180,7 +180,7 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, OpCha
   // The system executor's dispatch runs the function at once, inside this call; anything else may
   // run it later.
   const bool at_once = !defer && std::is_same_v<decltype(ex), boost::asio::system_executor>;
-  if (!at_once) ticket.keep(q, chain != nullptr ? chain->shared_from_this() : nullptr);
+  if (!at_once) ticket.keep(q, chain);
   auto invoke = [ticket = std::move(ticket), h = std::move(h), ep = std::move(ep),
                  ... args = std::move(args)]() mutable {
     {
@@ -322,9 +322,9 @@ class submit_node final : public ChainNode {
     if constexpr (is_awaitable_handler<Handler>) {
       leave_epoch();
       if constexpr (std::is_void_v<T>)
-        deliver(handler_ticket(*q_, chain()), q_, chain(), std::move(h_), std::move(ep));
+        deliver(handler_ticket(*q_, chain().get()), q_, chain(), std::move(h_), std::move(ep));
       else
-        deliver(handler_ticket(*q_, chain()), q_, chain(), std::move(h_), std::move(ep), T{});
+        deliver(handler_ticket(*q_, chain().get()), q_, chain(), std::move(h_), std::move(ep), T{});
       work_.reset();
     } else {
       (void)ep;
@@ -337,7 +337,7 @@ class submit_node final : public ChainNode {
     if constexpr (is_ordered_launch<Launch>) {
       if (launch_.tag.name != nullptr && tools::active()) {
         activity_ = tools::detail::next_activity_id();
-        tools::detail::emit_begin(activity_of(launch_.tag, activity_, *q_, chain()));
+        tools::detail::emit_begin(activity_of(launch_.tag, activity_, *q_, chain().get()));
       }
     }
     std::move(launch_)(std::move(done));
@@ -347,7 +347,7 @@ class submit_node final : public ChainNode {
   void end_activity(const std::exception_ptr& ep) noexcept {
     if constexpr (is_ordered_launch<Launch>) {
       if (activity_ != 0)
-        tools::detail::emit_end(activity_of(launch_.tag, activity_, *q_, chain(), device_times()), ep);
+        tools::detail::emit_end(activity_of(launch_.tag, activity_, *q_, chain().get(), device_times()), ep);
     }
   }
 
@@ -372,7 +372,7 @@ class submit_node final : public ChainNode {
     }
     // The handler counts as pending before the slot is given back, so that nothing waiting for
     // the device sees it idle in between; the slot covers the work only, not the handler.
-    handler_ticket ticket(q, chain());
+    handler_ticket ticket(q, chain().get());
     give_back_slot(q);
     if constexpr (std::is_void_v<T>) {
       deliver(std::move(ticket), q_, chain(), std::move(h_), std::move(ep));
@@ -476,9 +476,9 @@ struct submit_initiation {
         initiating_scope initiating;  // so that it is posted, not resumed inside this call
         const std::shared_ptr<DeviceQueue> q = std::move(queue);
         if constexpr (std::is_void_v<T>)
-          deliver(handler_ticket(*q, chain.get()), q, chain.get(), std::move(h), refusal_of(*q));
+          deliver(handler_ticket(*q, chain.get()), q, chain, std::move(h), refusal_of(*q));
         else
-          deliver(handler_ticket(*q, chain.get()), q, chain.get(), std::move(h), refusal_of(*q), T{});
+          deliver(handler_ticket(*q, chain.get()), q, chain, std::move(h), refusal_of(*q), T{});
         return;
       }
     } else {

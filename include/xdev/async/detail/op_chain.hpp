@@ -125,10 +125,9 @@ class ChainNode {
   /// holds back everything after it until it has completed, as on a chain without a queue.
   [[nodiscard]] virtual bool queue_ordered() const noexcept { return false; }
 
-  /// Gives the node to the chain it will run on, which the node keeps alive until it is queued;
-  /// from then on the chain keeps itself alive while it holds work (see `OpChain::self_`).
+  /// Gives the node to the chain it will run on (which it keeps alive until it completes).
   inline void bind(std::shared_ptr<OpChain> chain) noexcept;
-  /// Queues the node on its chain (which then owns it, and the node's reference to it).
+  /// Queues the node on its chain (which then owns it).
   inline void push();
 
  protected:
@@ -141,8 +140,8 @@ class ChainNode {
   /// `refuse`'s delivery (a node that holds no slot): nothing unless `reports_refusal()`.
   virtual void deliver_refusal(std::exception_ptr ep) noexcept { (void)ep; }
 
-  /// The chain the node is bound to (from `bind` until the node completes; alive until then).
-  [[nodiscard]] OpChain* chain() const noexcept { return chain_; }
+  /// The chain the node is bound to (from `bind` until the node completes).
+  [[nodiscard]] const std::shared_ptr<OpChain>& chain() const noexcept { return chain_ref_; }
 
   /// From `finish`: whether an operation waits on this node's chain (see OpChain::operation_queued).
   [[nodiscard]] inline bool chain_has_operation_queued() const;
@@ -209,6 +208,7 @@ class ChainNode {
   // A native chain's turn for this node: deliver, then drop the chain's reference.
   void deliver_native(std::exception_ptr ep) noexcept {
     finish(std::move(ep));
+    const std::shared_ptr<OpChain> keep = std::move(chain_ref_);  // the chain outlives this call
     unref();
   }
 
@@ -229,8 +229,8 @@ class ChainNode {
   std::optional<DeviceTimes> device_times_;  // set before `complete`, read by `finish`
   bool done_ = false;
   bool holds_back_ = false;
-  OpChain* chain_ = nullptr;            // alive until the node completes: by chain_ref_, then by the chain
-  std::shared_ptr<OpChain> chain_ref_;  // from `bind` until `push` (or the node's end, if never queued)
+  OpChain* chain_ = nullptr;  // kept alive by chain_ref_ until the node completes
+  std::shared_ptr<OpChain> chain_ref_;
   std::atomic<int> refs_{1};
   std::atomic<bool> fired_{false};
   enum : int { launching, launched, dropped_while_launching };
@@ -259,17 +259,13 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   [[nodiscard]] NativeQueue* native_queue() const noexcept { return queue_.get(); }
 
   /// Queues `n`, bound to this chain (which now owns it); starts it at once when the chain is idle.
-  /// `ref` is the node's reference to this chain: it becomes the chain's own (`self_`) when the
-  /// chain had no work, else it is dropped (after the lock: by a submitting thread, whose cache
-  /// holds the count).
-  void push(ChainNode* n, std::shared_ptr<OpChain> ref) {
-    if (queue_) return push_native(n, std::move(ref));
+  void push(ChainNode* n) {
+    if (queue_) return push_native(n);
     {
       std::lock_guard lk(m_);
       append_locked(n);
       if (busy_) return;
       busy_ = true;
-      self_ = std::move(ref);
     }
     run_next();
   }
@@ -318,21 +314,18 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
     return n;
   }
 
-  // Starts the nodes of a host chain one after another, as the thread that owns the chain (busy_),
-  // which holds `self_` until it finds no node left: it lets go of it last, after the lock.
+  // Starts the nodes of a host chain one after another, as the thread that owns the chain (busy_).
   // The lock is taken once per node (to pop it): the submitting thread pushes under the same lock
   // for every operation, so each extra acquisition is a contended cache line. Whether the node
   // completed inside its own start (the loop goes on) or will complete later (its completion goes
   // on, see on_complete) is decided by one exchange on `phase_`, which only the starting and the
   // completing thread touch.
   void run_next() {
-    std::shared_ptr<OpChain> last;  // the chain's own reference once idle: released after `lk`
     std::unique_lock lk(m_);
     for (;;) {
       ChainNode* n = head_;
       if (n == nullptr) {
         busy_ = false;
-        last = std::move(self_);
         return;
       }
       pop_front_locked();
@@ -354,35 +347,20 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   // ---- native queue ----------------------------------------------------------------------
   // head_..tail_: every node pushed and not yet delivered, in order; next_start_: the first not
   // yet started. One thread at a time starts (starting_) and one delivers (delivering_).
-  // `inside_` counts the threads in push_native or node_done: the chain lets go of `self_` when
-  // the last of them leaves with no node left, so none of them ever finds it destroyed.
 
-  void push_native(ChainNode* n, std::shared_ptr<OpChain> ref) {
+  void push_native(ChainNode* n) {
     n->refs_.fetch_add(1, std::memory_order_relaxed);  // the chain's, until delivered
     std::unique_lock lk(m_);
-    ++inside_;
-    if (head_ == nullptr) self_ = std::move(ref);  // it holds work now
     append_locked(n);
     if (next_start_ == nullptr) next_start_ = n;
-    if (starting_) {
-      --inside_;  // `n` is queued: no reason to let go of `self_`
-      return;
-    }
+    if (starting_) return;
     starting_ = true;
     start_native(lk);
   }
 
-  // Called holding the lock by a thread leaving push_native or node_done: the chain's own
-  // reference, when it was the last thread inside and no node is left (released after the lock).
-  [[nodiscard]] std::shared_ptr<OpChain> leave_locked() noexcept {
-    if (--inside_ != 0 || head_ != nullptr) return nullptr;
-    return std::move(self_);
-  }
-
-  // Starts what may start now. Called holding the lock, as the one starting thread (starting_),
-  // from push_native or node_done (whose thread it then leaves, see `inside_`); returns without
-  // the lock. The lock is taken once per node started (the submitting thread and the completing
-  // one both take it for every operation, so every acquisition counts).
+  // Starts what may start now. Called holding the lock, as the one starting thread (starting_);
+  // returns without it. The lock is taken once per node started (the submitting thread and the
+  // completing one both take it for every operation, so every acquisition counts).
   void start_native(std::unique_lock<SpinMutex>& lk) {
     ChainNode* started = nullptr;  // our reference to the node started last, dropped unlocked
     for (;;) {
@@ -391,7 +369,6 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
       // everything before it.
       if (n == nullptr || held_back_ != 0 || (!n->queue_ordered() && n != head_)) {
         starting_ = false;
-        const std::shared_ptr<OpChain> last = leave_locked();  // the chain may go with it: touch nothing after
         lk.unlock();
         if (started != nullptr) started->unref();
         return;
@@ -427,11 +404,8 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   }
 
   // A node of a native chain completed: keep the outcome until its turn, deliver what is due.
-  // The chain is alive on entry (`n` is not delivered yet) and until this thread leaves it.
   void node_done(ChainNode* n, std::exception_ptr ep) {
-    std::shared_ptr<OpChain> last;  // see leave_locked: released after `lk`
     std::unique_lock lk(m_);
-    ++inside_;
     n->result_ = std::move(ep);
     n->done_ = true;
     bool resume = false;
@@ -457,10 +431,7 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
       }
       delivering_ = false;
     }
-    if (!resume || starting_) {
-      last = leave_locked();
-      return;
-    }
+    if (!resume || starting_) return;
     starting_ = true;
     start_native(lk);
   }
@@ -496,12 +467,6 @@ class OpChain : public std::enable_shared_from_this<OpChain> {
   ChainNode* head_ = nullptr;
   ChainNode* tail_ = nullptr;
   bool busy_ = false;
-  std::size_t inside_ = 0;  // native chain: threads in push_native or node_done
-  // The chain's reference to itself while it holds work (host chain: while busy_; native chain:
-  // while a node is queued or a thread is inside), taken over from the node that found it idle.
-  // So a node needs no reference of its own once queued, and completing an operation changes no
-  // reference count on the line the submitting thread writes.
-  std::shared_ptr<OpChain> self_;
   std::atomic<phase> phase_{phase::running};  // host chain: see run_next
 };
 
@@ -511,7 +476,7 @@ inline void ChainNode::bind(std::shared_ptr<OpChain> chain) noexcept {
 }
 
 inline void ChainNode::push() {
-  chain_->push(this, std::move(chain_ref_));
+  chain_->push(this);
 }
 
 inline bool ChainNode::chain_has_operation_queued() const {
@@ -520,14 +485,16 @@ inline bool ChainNode::chain_has_operation_queued() const {
 
 inline void ChainNode::complete(std::exception_ptr ep) noexcept {
   if (fired_.exchange(true, std::memory_order_acq_rel)) return;
-  // The chain keeps itself alive while it holds this node, and node_done and on_complete let go
-  // of it last: delivering this node (or a later one) may hand the user what lets them drop the
-  // stream while the chain still has its state to settle.
-  OpChain* const chain = chain_;
-  if (chain->native()) return chain->node_done(this, std::move(ep));
+  if (chain_->native()) {
+    // Held for the whole call: delivering this node (or a later one) may hand the user what lets
+    // them drop the stream, while node_done still has the chain's state to settle.
+    const std::shared_ptr<OpChain> keep = chain_ref_;
+    return keep->node_done(this, std::move(ep));
+  }
   // Delivered before the next node starts, so a stream's completions arrive in order.
   const std::exception_ptr failed = is_operation() ? ep : nullptr;
   finish(std::move(ep));
+  const std::shared_ptr<OpChain> chain = std::move(chain_ref_);
   chain->on_complete(failed);
 }
 
