@@ -296,9 +296,9 @@ class CountingQueueBackend : public ManualBackend {
 };
 static_assert(xdev::concepts::NativeQueues<CountingQueueBackend>);
 
-// A stream keeps itself (and its queue) alive while it holds work, not through each operation:
-// dropped with three operations in flight it lets go of its queue when the last is delivered,
-// not before, and never leaks it; one that is kept goes idle and busy again without losing it.
+// A stream dropped with three operations in flight lets go of its native queue when the last is
+// delivered, not before, and never leaks it; one that is kept goes idle and busy again without
+// losing it.
 TEST(Lifetime, ADroppedStreamKeepsItsQueueUntilItsLastOperationIsDeliveredAndNoLonger) {
   xdev::Runtime<CountingQueueBackend> rt({}, 1);
   CountingQueueBackend& backend = rt.backend();
