@@ -50,6 +50,12 @@ inline double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+// `--xdev_side=NAME`: run only that side of each interleaved benchmark (empty: all of them).
+inline std::string& only_side() {
+  static std::string name;
+  return name;
+}
+
 // The calling thread's CPU time so far, in nanoseconds.
 inline double thread_cpu_ns() noexcept {
   timespec t{};
@@ -70,23 +76,39 @@ inline double thread_cpu_ns() noexcept {
 /// `<name>_bytes_per_second`. The first side is the subject: its time is reported as the
 /// benchmark's own (register with `->UseManualTime()`), and with `bytes_per_call` it is what
 /// `SetBytesProcessed` describes.
+///
+/// With `--xdev_side=NAME` (run_main), only the side of that name runs, and its time is the
+/// benchmark's: to profile one side without the others' samples (`perf record`). A benchmark
+/// without such a side is skipped, naming the sides it has.
 inline void run_interleaved(benchmark::State& st, const std::vector<Side>& sides, std::int64_t chunk,
                             double ops_per_call = 1, double bytes_per_call = 0) {
   using clock = std::chrono::steady_clock;
   std::vector<std::vector<double>> chunk_ns(sides.size());      // each chunk's time, per side
   std::vector<std::vector<double>> chunk_cpu_ns(sides.size());  // its thread CPU time, for `thread_cpu` sides
   std::size_t first = 0;
+  std::size_t only = sides.size();  // the one side to run, or sides.size() for all
+  if (const std::string& name = detail::only_side(); !name.empty()) {
+    const auto it = std::find_if(sides.begin(), sides.end(), [&](const Side& s) { return s.name == name; });
+    if (it == sides.end()) {
+      std::string have;
+      for (const Side& s : sides) have += (have.empty() ? "" : ", ") + s.name;
+      st.SkipWithError(("--xdev_side=" + name + ": this benchmark has no such side (its sides: " + have + ")").c_str());
+      return;
+    }
+    only = static_cast<std::size_t>(it - sides.begin());
+  }
   for (auto _ : st) {
     double subject_seconds = 0;
     for (std::size_t k = 0; k < sides.size(); ++k) {
       const std::size_t i = (first + k) % sides.size();
+      if (only != sides.size() && i != only) continue;
       const double cpu0 = sides[i].thread_cpu ? detail::thread_cpu_ns() : 0;
       const auto t0 = clock::now();
       sides[i].run(chunk);
       const double ns = std::chrono::duration<double, std::nano>(clock::now() - t0).count();
       if (sides[i].thread_cpu) chunk_cpu_ns[i].push_back(detail::thread_cpu_ns() - cpu0);
       chunk_ns[i].push_back(ns);  // outside the timed call, so a side's allocation count excludes it
-      if (i == 0) subject_seconds = ns * 1e-9;
+      if (i == (only == sides.size() ? 0 : only)) subject_seconds = ns * 1e-9;
     }
     st.SetIterationTime(subject_seconds);
     first = (first + 1) % sides.size();
@@ -346,18 +368,34 @@ inline int print_ratios(const CollectingReporter& rep) {
 }  // namespace detail
 
 /// The `main` of a benchmark executable. `defaults` are Google Benchmark flags put before the
-/// user's own, which override them. One extra flag: `--xdev_check_goals` makes the exit status 1
-/// when a goal is not met (by default the table only reports). Exits with 1 when no benchmark
-/// matches the filter.
+/// user's own, which override them. Two extra flags: `--xdev_check_goals` makes the exit status 1
+/// when a goal is not met (by default the table only reports); `--xdev_side=NAME` runs one side of
+/// each interleaved benchmark alone (see `run_interleaved`), for a profiler, and then prints no
+/// ratios (it cannot be combined with `--xdev_check_goals`). Exits with 1 when no benchmark
+/// matches the filter, 2 on a malformed xdev flag.
 inline int run_main(int argc, char** argv, std::vector<std::string> defaults) {
   bool check_goals = false;
   std::vector<char*> args{argv[0]};
   for (std::string& d : defaults) args.push_back(d.data());
+  constexpr std::string_view side_flag = "--xdev_side=";
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--xdev_check_goals") == 0)
+    const std::string_view a(argv[i]);
+    if (a == "--xdev_check_goals") {
       check_goals = true;
-    else
+    } else if (a.starts_with(side_flag)) {
+      detail::only_side() = a.substr(side_flag.size());
+      if (detail::only_side().empty()) {
+        std::fprintf(stderr, "%s: --xdev_side= needs a side's name (e.g. --xdev_side=xdev)\n", argv[0]);
+        return 2;
+      }
+    } else {
       args.push_back(argv[i]);
+    }
+  }
+  if (check_goals && !detail::only_side().empty()) {
+    std::fprintf(stderr, "%s: --xdev_side runs one side alone, so no ratio is formed: it cannot check goals\n",
+                 argv[0]);
+    return 2;
   }
   detail::CollectingReporter reporter(detail::console_options(args));  // before Initialize consumes the flags
   int n = int(args.size());
@@ -368,6 +406,11 @@ inline int run_main(int argc, char** argv, std::vector<std::string> defaults) {
     std::fprintf(stderr, "%s: no benchmark matches --benchmark_filter\n", argv[0]);
     benchmark::Shutdown();
     return 1;
+  }
+  if (!detail::only_side().empty()) {
+    std::printf("\nNo ratios: --xdev_side=%s ran that side alone.\n", detail::only_side().c_str());
+    benchmark::Shutdown();
+    return 0;
   }
   const int missed = detail::print_ratios(reporter);
   if (missed) std::printf("%d goal(s) not met\n", missed);
