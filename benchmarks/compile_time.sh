@@ -136,12 +136,19 @@ min_time() {
   echo "$best"
 }
 
+# seconds_goal_of <compiler> <name>: the goal in seconds of that TU (see the top), or nothing.
+seconds_goal_of() {
+  [[ "$1" == g++* ]] || return 0
+  if is_small_goal "$2"; then
+    echo 1
+  elif [[ "$2" == "(erase the host backend into AnyDevice)" ]]; then
+    echo 2.5
+  fi
+}
+
 # has_goal <compiler> <name>: the translation units whose ratio to <boost/asio.hpp> is a goal.
 has_goal() {
-  if [[ "$1" == g++* ]] && { is_small_goal "$2" || [[ "$2" == "(erase the host backend into AnyDevice)" ]]; }; then
-    return 0
-  fi
-  [[ "$2" == "xdev/xdev.hpp (umbrella)" ]]
+  [[ -n "$(seconds_goal_of "$1" "$2")" || "$2" == "xdev/xdev.hpp (umbrella)" ]]
 }
 
 # paired_ratio <compiler> <tu>: the median over $reps pairs of (the TU's time / the time of
@@ -204,12 +211,7 @@ for cxx in "${compilers[@]}"; do
     # A goal's ratio: paired with the baseline compile by compile (see paired_ratio).
     [[ -n "${paired[$name]:-}" && "${paired[$name]}" != FAIL ]] && ratio="${paired[$name]}"
     goal=""
-    seconds_goal=""
-    if [[ "$cxx" == g++* ]] && is_small_goal "$name"; then
-      seconds_goal=1
-    elif [[ "$cxx" == g++* && "$name" == "(erase the host backend into AnyDevice)" ]]; then
-      seconds_goal=2.5
-    fi
+    seconds_goal=$(seconds_goal_of "$cxx" "$name")
     if [[ -n "$seconds_goal" ]]; then
       bound=$(awk -v g="$seconds_goal" -v r="$asio_reference" 'BEGIN { printf "%.2f", g / r }')
       goal="<= $seconds_goal s, as ${bound}x asio:"
