@@ -692,6 +692,24 @@ TEST(GlobalAllReduce, HostSpan) {
   for (auto x : v) ASSERT_EQ(x, static_cast<std::int64_t>(size()) * (size() + 1) / 2);
 }
 
+// Each call's terms go to every other rank as a point-to-point message: a run of calls whose terms
+// change from one to the next (sizes, kinds) must check each call against the same call on the
+// other ranks, never against an earlier or later one (that would throw invalid_argument here).
+TEST(GlobalAllReduce, ARunOfCallsWithChangingTermsAgreesCallByCall) {
+  for (int i = 0; i < 40; ++i) {
+    std::vector<std::int32_t> v(static_cast<std::size_t>(i % 7 + 1), rank() + i);
+    dist::all_reduce(std::span(v), MPI_SUM);
+    const auto n = static_cast<std::int32_t>(size());
+    for (auto x : v) ASSERT_EQ(x, n * (n - 1) / 2 + n * i) << "call " << i;
+    if (i % 3 == 0) {
+      std::vector<double> b(static_cast<std::size_t>(i + 1), rank() == 0 ? 1.0 * i : -1.0);
+      dist::broadcast_master_param(std::span(b));
+      for (auto x : b) ASSERT_EQ(x, 1.0 * i) << "call " << i;
+    }
+  }
+  EXPECT_FALSE(session->failed());
+}
+
 // Up to DeadlineEngine::blocking_all_reduce_bytes the reduction is the blocking MPI_Allreduce, above
 // it MPI_Iallreduce polled to the deadline: both sides of the limit, with values that differ per
 // element and rank (a piece left unreduced or reduced twice shows).
