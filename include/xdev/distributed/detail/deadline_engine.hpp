@@ -384,10 +384,12 @@ class DeadlineEngine {
   }
 
   // Polls `req` until it completes or the call's deadline passes.
-  void wait_locked(const Op& op, MPI_Request& req, const char* phase) {
+  void wait_locked(const Op& op, MPI_Request& req, const char* phase) { wait_locked(op, std::span(&req, 1), phase); }
+  // Polls `reqs` until every one completes or the call's deadline passes.
+  void wait_locked(const Op& op, std::span<MPI_Request> reqs, const char* phase) {
     for (int spins = 0;; ++spins) {
       int done = 0;
-      mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      mpi_check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
       if (done != 0) return;
       if (Clock::now() > op.deadline) fail_locked(op, phase);
       backoff(spins);
@@ -506,16 +508,11 @@ class DeadlineEngine {
                 "MPI_Isend");
       requests.push_back(req);
     }
-    for (int spins = 0;; ++spins) {
-      int done = 0;
-      mpi_check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-                "MPI_Testall");
-      if (done != 0) break;
-      if (Clock::now() > op.deadline) {
-        (void)all.release();
-        fail_locked(op, "exchanging the call's terms");
-      }
-      backoff(spins);
+    try {
+      wait_locked(op, requests, "exchanging the call's terms");
+    } catch (...) {
+      (void)all.release();
+      throw;
     }
     return {all.get(), all.get() + world_size_};
   }
