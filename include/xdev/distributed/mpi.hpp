@@ -449,6 +449,8 @@ class Session {
     } catch (const std::exception& ex) {
       problem = ex.what();
     }
+    const unsigned hardware_threads = std::thread::hardware_concurrency();  // 0: unknown
+    engine_.set_oversubscribed(hardware_threads != 0 && placement_.local_world_size > hardware_threads);
     Op verdict = engine_.begin_locked(detail::Kind::init, timeout);
     auto problems = engine_.allgather_locked(verdict, std::as_bytes(std::span(problem.data(), problem.size())), "init");
     engine_.drain_locked();
