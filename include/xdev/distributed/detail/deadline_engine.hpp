@@ -8,6 +8,7 @@
 
 #include <xdev/core/error.hpp>
 #include <xdev/distributed/detail/mpi_types.hpp>
+#include <xdev/distributed/detail/poller.hpp>
 #include <xdev/distributed/detail/process.hpp>
 
 #include <mpi.h>
@@ -554,48 +555,8 @@ class DeadlineEngine {
   }
 
   /// Whether this host runs more ranks than it has hardware threads (as `Session` learns at init):
-  /// then a rank's polls yield before every test, as MPI's own waits do on an oversubscribed host
-  /// (Open MPI's `mpi_yield_when_idle`), since the peer it waits for may need this very core.
+  /// then a rank's polls yield before every test (see `Poller`).
   void set_oversubscribed(bool oversubscribed) noexcept { oversubscribed_ = oversubscribed; }
-
-  // How a thread waits between two polls of MPI requests. MPI progresses a non-blocking operation
-  // inside MPI_Test, so the first milliseconds are polls back to back, as MPI_Wait's own loop does,
-  // with a yield every `yield_every` so that the process's other threads on this core (a local
-  // reduce overlapping the transfer, work a user overlaps with an asynchronous collective) still
-  // run. A yield before every poll cost as much again as the polls: 2 processes, 64 KiB,
-  // `Session::all_reduce` 1.09-1.14x a bare `MPI_Allreduce` against 1.16-1.19x, 1 MiB 1.08-1.11x
-  // against 1.10-1.13x (bench_distributed, alternating runs). On an oversubscribed host (see
-  // `set_oversubscribed`) it yields before every poll: 4 processes on 2 cores, 64 KiB, the 20 us
-  // between yields made a `GlobalMesh` all_reduce 2.12-2.33x `MPI_Allreduce` against 1.45-2.09x.
-  // A rank that waits long for a peer needs no core: after `spin_phase` (longer than a reduction
-  // of 256 MiB takes here, which a sleep between its polls would stretch) it sleeps between polls,
-  // briefly, then longer.
-  class Poller {
-   public:
-    static constexpr auto yield_every = std::chrono::microseconds(20);
-    static constexpr auto spin_phase = std::chrono::milliseconds(50);
-    static constexpr auto short_sleep_phase = std::chrono::milliseconds(500);
-
-    explicit Poller(bool yield_every_poll) noexcept : yield_every_poll_(yield_every_poll) {}
-
-    /// Waits before the next poll; `now` is the time of the poll that just failed.
-    void pause(Clock::time_point now) {
-      const auto waited = now - start_;
-      if (waited < spin_phase) {
-        if (yield_every_poll_ || now - last_yield_ >= yield_every) {
-          std::this_thread::yield();
-          last_yield_ = Clock::now();
-        }
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(waited < short_sleep_phase ? 20 : 200));
-    }
-
-   private:
-    bool yield_every_poll_;
-    Clock::time_point start_ = Clock::now();
-    Clock::time_point last_yield_ = start_;
-  };
 
  private:
   std::uint32_t rank_ = 0;
