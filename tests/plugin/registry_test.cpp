@@ -14,6 +14,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
@@ -192,6 +194,34 @@ TEST(Registry, ARuntimeReleasedLastOnABackendThreadIsNotDestroyedThere) {
     xdev::ops::scale(devs[0], x, 2.0f).get();
   }  // array, devices and registry go here, possibly before the worker has let go
   SUCCEED();
+}
+
+// The reaper's thread never unloads a plugin: it may still be at work while the process exits,
+// and its dlclose then unmapped REF under the exiting thread, which was running REF's own static
+// destructor (the test above crashed at exit now and then under TSan). The library stays mapped
+// until the next load of a plugin or `unload_released_libraries()`.
+TEST(Registry, ALibraryReleasedOnTheReapersThreadStaysMappedUntilUnloadedElsewhere) {
+  const auto file = xdev_test::fixture_plugin("good", "good");
+  (void)xdev::plugin::unload_released_libraries();  // what earlier tests in this process left
+  std::vector<xdev::AnyDevice> devs;
+  {
+    xdev::Registry reg{dirs({fixture_dir("good")})};
+    devs = reg.devices("GOOD");
+  }
+  ASSERT_TRUE(xdev_test::is_mapped(file));
+  // Released off the thread that made the runtime: the reaper destroys it.
+  std::thread([d = std::move(devs)]() mutable { d.clear(); }).join();
+
+  std::size_t unloaded = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (unloaded == 0 && std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(xdev_test::is_mapped(file)) << "unloaded on the reaper's thread";
+    unloaded = xdev::plugin::unload_released_libraries();
+    if (unloaded == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(unloaded, 1u);
+  EXPECT_FALSE(xdev_test::is_mapped(file));
+  EXPECT_EQ(xdev::plugin::unload_released_libraries(), 0u);
 }
 
 // ---- selection ------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
 #include <xdev/plugin/detail/loader_identity.hpp>
 #include <xdev/plugin/detail/loader_state.hpp>
 #include <xdev/plugin/detail/loader_trust.hpp>
+#include <xdev/plugin/detail/parked_images.hpp>
+#include <xdev/plugin/detail/unload_thread.hpp>
 #include <xdev/plugin/identity.hpp>
 
 #include <boost/dll/shared_library.hpp>
@@ -31,15 +33,22 @@ struct LibraryAccess;
 /// a copy (`PluginBackend` takes it as its `std::shared_ptr<void>` keep-alive), so the library is
 /// unloaded only after the last of them is gone, and never when the table's `flags` contain
 /// `XDEV_PLUGIN_NEVER_UNLOAD` (the loader then keeps one reference for the process's lifetime).
+/// When the last of them goes on one of xdev's own threads, which never unload a library, the
+/// image stays mapped until the next load of any plugin or `unload_released_libraries()`.
 class Library {
  public:
   Library(const Library&) = delete;
   Library& operator=(const Library&) = delete;
 
-  /// Unloads the library (`dlclose`). Never called for a never-unload plugin.
+  /// Unloads the library (`dlclose`), or parks it for a later unload on one of xdev's own threads
+  /// (see <xdev/plugin/detail/parked_images.hpp>). Never called for a never-unload plugin.
   ~Library() {
-    std::lock_guard lock(slot_->mutex);
-    library_.unload();
+    if (detail::unloads_parked_here) {
+      detail::parked_images().park(image_.release());
+      return;
+    }
+    std::lock_guard lock(image_->slot->mutex);
+    image_->unload();
   }
 
   /// The file it was loaded from: absolute, as first asked for.
@@ -65,7 +74,7 @@ class Library {
   /// \throws xdev::error `errc::unavailable` when the file can no longer be read to hash it.
   [[nodiscard]] const Identity& identity() const {
     std::call_once(hashed_, [this] {
-      if (identity_.sha256.empty()) identity_.sha256 = detail::hash_plugin_file(file_, "xdev plugin " + name_);
+      if (identity_.sha256.empty()) identity_.sha256 = detail::hash_plugin_file(image_->file, "xdev plugin " + name_);
     });
     return identity_;
   }
@@ -73,16 +82,14 @@ class Library {
  private:
   friend struct detail::LibraryAccess;
 
-  Library(std::filesystem::path path, Identity identity, std::shared_ptr<detail::LoadSlot> slot,
-          detail::PluginFile file, boost::dll::shared_library library, const xdev_plugin_api* api)
+  Library(std::filesystem::path path, Identity identity, std::unique_ptr<detail::ParkedImage> image,
+          const xdev_plugin_api* api)
       : path_(std::move(path)),
         name_(api->name),
         version_(api->version != nullptr ? api->version : ""),
         platform_(api->platform != nullptr ? api->platform : ""),
         identity_(std::move(identity)),
-        slot_(std::move(slot)),
-        file_(std::move(file)),
-        library_(std::move(library)),
+        image_(std::move(image)),
         api_(api) {}
 
   std::filesystem::path path_;
@@ -91,9 +98,8 @@ class Library {
   std::string platform_;
   mutable Identity identity_;  // sha256 filled once, under hashed_
   mutable std::once_flag hashed_;
-  std::shared_ptr<detail::LoadSlot> slot_;
-  detail::PluginFile file_;  // the descriptor the image was loaded through (see PluginFile)
-  boost::dll::shared_library library_;
+  // The mapped library, the descriptor it was loaded through (see PluginFile) and its slot.
+  std::unique_ptr<detail::ParkedImage> image_;
   const xdev_plugin_api* api_;
 };
 
@@ -103,8 +109,10 @@ struct LibraryAccess {
   static std::shared_ptr<Library> make(std::filesystem::path path, Identity identity, std::shared_ptr<LoadSlot> slot,
                                        PluginFile file, boost::dll::shared_library library,
                                        const xdev_plugin_api* api) {
-    return std::shared_ptr<Library>(
-        new Library(std::move(path), std::move(identity), std::move(slot), std::move(file), std::move(library), api));
+    // The image's node first: if it cannot be made, `library` unloads here, still under the slot's
+    // lock the caller holds.
+    auto image = std::make_unique<ParkedImage>(ParkedImage{std::move(slot), std::move(library), std::move(file)});
+    return std::shared_ptr<Library>(new Library(std::move(path), std::move(identity), std::move(image), api));
   }
 };
 

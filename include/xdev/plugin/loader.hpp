@@ -21,6 +21,7 @@
 #include <xdev/plugin/detail/loader_inspect.hpp>
 #include <xdev/plugin/detail/loader_state.hpp>
 #include <xdev/plugin/detail/loader_trust.hpp>
+#include <xdev/plugin/detail/parked_images.hpp>
 #include <xdev/plugin/diagnostics.hpp>
 #include <xdev/plugin/identity.hpp>
 #include <xdev/plugin/library.hpp>
@@ -35,6 +36,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -252,6 +254,7 @@ inline Acquired acquire(const std::filesystem::path& path, const Veto& veto, std
   const auto canonical = std::filesystem::canonical(path, ec);
   if (ec) throw error(errc::not_found, cannot_load(path) + ": " + ec.message());
   const auto slot = slot_for(canonical);
+  (void)parked_images().unload_all();  // with no slot locked (see `Library`)
 
   Acquired result;
   std::shared_ptr<Library> alive;  // released after the lock: it may be the last reference
@@ -314,6 +317,16 @@ inline std::vector<std::filesystem::path> list_candidates(const std::filesystem:
 }
 
 }  // namespace detail
+
+/// Unloads the plugins whose last reference went away on one of xdev's own threads, and returns
+/// how many. Those threads never unload a library: one of them may still be at work while the
+/// process exits, and a `dlclose` there could unmap a plugin whose static destructors the exiting
+/// thread is running. Such a library stays mapped until the next load of any plugin, which calls
+/// this first, or until this call; at exit it is left mapped. Like any unload, do not call it while
+/// another thread is ending the process.
+inline std::size_t unload_released_libraries() noexcept {
+  return detail::parked_images().unload_all();
+}
 
 /// Loads the plugin at `path`, or returns the one already loaded from that file (concurrent calls
 /// get the same `Library`). The file is inspected first and only dlopen'ed when it exports

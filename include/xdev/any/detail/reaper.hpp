@@ -3,6 +3,8 @@
 /// own layers: the registry's runtimes, the SPMD virtual device's runtime).
 #pragma once
 
+#include <xdev/plugin/detail/unload_thread.hpp>
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -22,7 +24,9 @@ namespace detail {
 /// user first and lets go of its device after, so a backend's thread may still hand an object over
 /// while the process exits, and must not find a destroyed mutex or condition variable. An object
 /// handed over after that drain is kept, not destroyed: the process is ending, and destroying it
-/// would need a thread nobody joins.
+/// would need a thread nobody joins. A job that lets go of a plugin library's last reference
+/// leaves the library mapped (`plugin::unload_released_libraries`): the reaper's thread may be at
+/// work while the process exits, when unmapping a plugin can pull its code from under the exit.
 class Reaper {
  public:
   /// One deferred destruction, allocated when its object is made: queueing it (from a deleter,
@@ -106,6 +110,9 @@ class Reaper {
     destroy(object);
   }
   void loop() {
+    // A plugin library released by a job stays mapped: the process may be exiting meanwhile (see
+    // <xdev/plugin/detail/parked_images.hpp>).
+    plugin::detail::unloads_parked_here = true;
     std::unique_lock lock(mutex_);
     for (;;) {
       cv_.wait(lock, [this] { return stopping_ || head_ != nullptr; });
