@@ -13,6 +13,7 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -117,5 +118,15 @@ struct LibraryAccess {
 };
 
 }  // namespace detail
+
+/// Unloads the plugins whose last reference went away on one of xdev's own threads, and returns
+/// how many. Those threads never unload a library: one of them may still be at work while the
+/// process exits, and a `dlclose` there could unmap a plugin whose static destructors the exiting
+/// thread is running. Such a library stays mapped until the next load of any plugin, which calls
+/// this first, or until this call; at exit it is left mapped. Like any unload, do not call it while
+/// another thread is ending the process.
+inline std::size_t unload_released_libraries() noexcept {
+  return detail::parked_images().unload_all();
+}
 
 }  // namespace xdev::plugin

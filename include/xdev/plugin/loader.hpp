@@ -36,7 +36,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -108,10 +107,6 @@ struct LoadPolicy {
                                              (identity.build_id.empty() ? "none" : identity.build_id) + ")");
   }
 };
-
-}  // namespace detail
-
-namespace detail {
 
 /// `"/p/libx.so"` for messages.
 inline std::string quoted(const std::filesystem::path& path) {
@@ -317,16 +312,6 @@ inline std::vector<std::filesystem::path> list_candidates(const std::filesystem:
 }
 
 }  // namespace detail
-
-/// Unloads the plugins whose last reference went away on one of xdev's own threads, and returns
-/// how many. Those threads never unload a library: one of them may still be at work while the
-/// process exits, and a `dlclose` there could unmap a plugin whose static destructors the exiting
-/// thread is running. Such a library stays mapped until the next load of any plugin, which calls
-/// this first, or until this call; at exit it is left mapped. Like any unload, do not call it while
-/// another thread is ending the process.
-inline std::size_t unload_released_libraries() noexcept {
-  return detail::parked_images().unload_all();
-}
 
 /// Loads the plugin at `path`, or returns the one already loaded from that file (concurrent calls
 /// get the same `Library`). The file is inspected first and only dlopen'ed when it exports
