@@ -27,6 +27,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -672,6 +673,58 @@ TEST(GlobalAllReduce, TakesCompletionTokensAndRunsCollectivesInTheOrderStarted) 
   EXPECT_EQ(to_host(sets[0][1]), std::vector<float>(64, 1.0f * global));
   EXPECT_EQ(to_host(sets[1][0]), std::vector<float>(64, 2.0f * global));
   EXPECT_EQ(to_host(sets[2][1]), std::vector<float>(64, 3.0f));
+}
+
+// Small collectives are left to the thread that waits for their future, which then runs them
+// and every collective started before them, in order (see Session::post_awaited). Waited for in
+// the reverse order, from other threads, through get, wait and a shared future, and mixed with a
+// large one (the collectives thread's) and a callback: every one completes with its own result.
+TEST(GlobalAllReduce, SmallCollectivesWaitedForOutOfOrderFromOtherThreadsRunInTheOrderStarted) {
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  const auto& dev = mesh.local_mesh().device(0);
+  const auto global = static_cast<float>(mesh.size());
+  constexpr std::size_t calls = 24;
+  constexpr std::int64_t small = 256;
+  constexpr std::int64_t large = (std::int64_t{1} << 20) / 4;  // 1 MiB: past waiter_runs_up_to_bytes
+  for (int round = 0; round < 3; ++round) {
+    std::vector<xdev::AnyArray<float>> arrays;
+    for (std::size_t k = 0; k < calls; ++k) {
+      arrays.push_back(xdev::empty<float>(dev, {k == 5 ? large : small}));
+      xdev::ops::fill(dev, arrays.back(), static_cast<float>(k + 1)).get();
+    }
+    std::vector<xdev::Future<void>> futures(calls);
+    std::promise<void> callback_done;
+    for (std::size_t k = 0; k < calls; ++k) {
+      std::span<xdev::AnyArray<float>> one(&arrays[k], 1);
+      // Max, then sum: run out of order, the second would read the other's input.
+      if (k == 7)
+        dist::all_reduce(mesh, one, xdev::spmd::ReduceOp::sum, std::nullopt, [&](std::exception_ptr ep) {
+          ep ? callback_done.set_exception(ep) : callback_done.set_value();
+        });
+      else
+        futures[k] = dist::all_reduce(mesh, one, k % 2 == 0 ? xdev::spmd::ReduceOp::sum : xdev::spmd::ReduceOp::max);
+    }
+    std::vector<std::thread> waiters;
+    for (std::size_t t = 0; t < 3; ++t)
+      waiters.emplace_back([&, t] {
+        for (std::size_t k = calls; k-- > 0;) {
+          if (k % 3 != t || k == 7) continue;
+          if (k % 4 == 1)
+            futures[k].wait();
+          else if (k % 4 == 3)
+            futures[k].share().get();
+          else
+            futures[k].get();
+        }
+      });
+    for (auto& w : waiters) w.join();
+    callback_done.get_future().get();
+    for (std::size_t k = 0; k < calls; ++k) {
+      const float in = static_cast<float>(k + 1);
+      const float want = (k % 2 == 0 || k == 7) ? in * global : in;
+      EXPECT_EQ(to_host(arrays[k]), std::vector<float>(arrays[k].size(), want)) << "call " << k << ", round " << round;
+    }
+  }
 }
 
 TEST(GlobalAllReduce, ShapeMismatchAcrossRanksFailsOnEveryRank) {

@@ -2,6 +2,7 @@
 /// `xdev::use_future`: a completion token that returns a `std::future` and never loses an error.
 #pragma once
 
+#include <xdev/async/detail/wait_helper.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/core/detail/block_pool.hpp>
 
@@ -66,6 +67,12 @@ class future_probe {
   }
   static constexpr std::size_t max_ahead_for_spin = 2;
 
+  /// Work that a waiting thread may run itself (see `wait_helper`); set before the future is
+  /// handed out.
+  void set_wait_helper(wait_helper h) noexcept { helper_ = std::move(h); }
+  [[nodiscard]] bool can_help() const noexcept { return helper_.run != nullptr; }
+  void help() const { helper_(); }
+
   // The operation failed with `e` (called once, before the future can see the error).
   void failed(std::exception_ptr e) {
     error_ = std::move(e);
@@ -103,6 +110,7 @@ class future_probe {
   // `ProgressCounter`, never freed; `ticket_` its value once the work ahead has completed.
   const std::atomic<std::size_t>* completed_ = nullptr;
   std::size_t ticket_ = 0;
+  wait_helper helper_;
 };
 
 // Allocates the promise's shared state (from the block pool, like the probe), so that its final release is observable
@@ -151,12 +159,16 @@ class Future : public std::future<T> {
 
   /// `std::future<T>::get()`; the error, if any, is the caller's from here on.
   T get() {
-    if (probe_) probe_->retrieved();
+    if (probe_) {
+      probe_->retrieved();
+      help();
+    }
     await_briefly();
     return std::future<T>::get();
   }
   /// `std::future<T>::wait()`, after the same brief poll as `get()`.
   void wait() const {
+    help();
     await_briefly();
     std::future<T>::wait();
   }
@@ -167,6 +179,14 @@ class Future : public std::future<T> {
   }
 
  private:
+  // Runs the work on this thread where it waits for a thread of its own to start it (a small
+  // collective); first a test that it is not done already.
+  void help() const {
+    if (probe_ && probe_->can_help() && this->valid() &&
+        this->wait_for(std::chrono::seconds(0)) == std::future_status::timeout)
+      probe_->help();
+  }
+
   // Work that completes within microseconds (a kernel on a GPU, a small host op) is usually done
   // before a sleeping thread would have been woken: poll for up to 50 us first, yielding the CPU
   // between polls so that a worker waiting for a core runs. Then sleep as std::future does. Work
@@ -211,6 +231,9 @@ class future_handler {
     probe_->note_work_ahead(completed, admitted_before);
   }
   void note_work_ahead(std::size_t n) noexcept { probe_->note_work_ahead(n); }
+  // For the submission path of work that the waiting thread may run (see `wait_helper`): the
+  // probe lives as long as the future.
+  future_probe& probe() noexcept { return *probe_; }
 
   void operator()(std::exception_ptr ep, Ts... value) {
     if (ep) {

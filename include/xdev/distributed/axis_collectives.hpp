@@ -96,7 +96,7 @@ auto all_reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::
   std::string description = std::to_string(arrays[0].size()) + " elements of " + std::to_string(sizeof(T)) +
                             " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + checked.text;
   return detail::start(
-      mesh.session(), arrays[0].device(),
+      mesh.session(), arrays[0].device(), arrays[0].size() * sizeof(T),
       [mesh, axes_plan = checked.plan, windows = detail::windows_of<detail::Out<T>>(arrays), plan,
        description = std::move(description),
        deadline] { detail::run_all_reduce_over<T>(mesh, *axes_plan, std::span(windows), plan, description, deadline); },
@@ -132,7 +132,7 @@ auto all_gather(const GlobalMesh& mesh, std::span<const std::string> axes, std::
   std::string description =
       "blocks of shape " + to_string(in[0].shape()) + ", " + detail::element_text(sizeof(T)) + checked.text;
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, checked, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out),
        description = std::move(description), deadline] {
         detail::run_all_gather_over<T>(mesh, *checked.plan, checked.along, std::span(ins), std::span(outs), description,
@@ -169,7 +169,7 @@ auto reduce_scatter(const GlobalMesh& mesh, std::span<const std::string> axes, s
   std::string description = "inputs of shape " + to_string(s) + ", " + detail::element_text(sizeof(T)) + ", " +
                             detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + checked.text;
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, checked, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), plan,
        description = std::move(description), deadline] {
         detail::run_reduce_scatter_over<T>(mesh, *checked.plan, checked.along, std::span(ins), std::span(outs), plan,
@@ -197,7 +197,7 @@ auto broadcast(const GlobalMesh& mesh, std::span<const std::string> axes, std::s
   std::string description = "arrays of shape " + to_string(arrays[0].shape()) + ", " + detail::element_text(sizeof(T)) +
                             ", root " + std::to_string(r) + checked.text;
   return detail::start(
-      mesh.session(), arrays[0].device(),
+      mesh.session(), arrays[0].device(), arrays[0].size() * sizeof(T),
       [mesh, checked, windows = detail::windows_of<detail::Out<T>>(arrays), r, description = std::move(description),
        deadline] {
         detail::run_broadcast_over<T>(mesh, *checked.plan, checked.along, std::span(windows), r, description, deadline);
@@ -227,7 +227,7 @@ auto reduce(const GlobalMesh& mesh, std::span<const std::string> axes, std::span
                             " bytes, " + detail::mpi_op_name(plan.mpi_op) + (plan.mean ? " (mean)" : "") + ", root " +
                             std::to_string(r) + checked.text;
   return detail::start(
-      mesh.session(), arrays[0].device(),
+      mesh.session(), arrays[0].device(), arrays[0].size() * sizeof(T),
       [mesh, checked, windows = detail::windows_of<detail::Out<T>>(arrays), plan, r,
        description = std::move(description), deadline] {
         detail::run_reduce_over<T>(mesh, *checked.plan, checked.along, std::span(windows), plan, r, description,
@@ -272,7 +272,7 @@ auto all_to_all(const GlobalMesh& mesh, std::span<const std::string> axes, std::
                             checked.text;
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), split, concat,
        groups = std::move(groups), description = std::move(description), deadline] {
         detail::run_all_to_all<T>(mesh, std::span(ins), std::span(outs), split, concat, groups, description, deadline);
@@ -307,7 +307,7 @@ auto collective_permute(const GlobalMesh& mesh, std::span<const std::string> axe
                             ", " + detail::pairs_text(pairs) + checked.text;
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out),
        source = std::move(source), description = std::move(description),
        deadline] { detail::run_permute<T>(mesh, std::span(ins), std::span(outs), source, description, deadline); },

@@ -311,7 +311,7 @@ auto all_reduce(const GlobalMesh& mesh, std::span<A> arrays, spmd::ReduceOp op,
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), arrays[0].device(),
+      mesh.session(), arrays[0].device(), arrays[0].size() * sizeof(T),
       [mesh, windows = detail::windows_of<detail::Out<T>>(arrays), plan, deadline] {
         detail::run_all_reduce<T>(mesh, std::span(windows), plan, deadline);
       },
@@ -352,7 +352,7 @@ auto all_gather(const GlobalMesh& mesh, std::span<I> in, std::span<O> out,
   detail::check_in_out<T>(name, mesh, in, out);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), deadline] {
         detail::run_all_gather<T>(mesh, std::span(ins), std::span(outs), deadline);
       },
@@ -390,7 +390,7 @@ auto reduce_scatter(const GlobalMesh& mesh, std::span<I> in, std::span<O> out, s
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), plan,
        deadline] { detail::run_reduce_scatter<T>(mesh, std::span(ins), std::span(outs), plan, deadline); },
       std::forward<Token>(token));
@@ -418,7 +418,7 @@ auto broadcast(const GlobalMesh& mesh, std::span<A> arrays, std::int64_t root,
   const std::size_t r = detail::check_root(name, root, mesh.size());
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), arrays[0].device(),
+      mesh.session(), arrays[0].device(), arrays[0].size() * sizeof(T),
       [mesh, windows = detail::windows_of<detail::Out<T>>(arrays), r, deadline] {
         detail::run_broadcast<T>(mesh, std::span(windows), r, deadline);
       },
@@ -451,7 +451,7 @@ auto reduce(const GlobalMesh& mesh, std::span<A> arrays, spmd::ReduceOp op, std:
   const detail::ReducePlan plan = detail::plan_reduction<T>(name, op);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), arrays[0].device(),
+      mesh.session(), arrays[0].device(), arrays[0].size() * sizeof(T),
       [mesh, windows = detail::windows_of<detail::Out<T>>(arrays), plan, r, deadline] {
         detail::run_reduce<T>(mesh, std::span(windows), plan, r, deadline);
       },
@@ -500,7 +500,7 @@ auto all_to_all(const GlobalMesh& mesh, std::span<I> in, std::span<O> out, std::
                             ", split_axis " + std::to_string(split) + ", concat_axis " + std::to_string(concat);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out), split, concat,
        description = std::move(description), deadline] {
         std::vector<std::size_t> every(mesh.size());
@@ -545,7 +545,7 @@ auto collective_permute(const GlobalMesh& mesh, std::span<I> in, std::span<O> ou
                             ", " + detail::pairs_text(pairs);
   const detail::Deadline deadline = detail::Deadline::after(name, timeout);
   return detail::start(
-      mesh.session(), out[0].device(),
+      mesh.session(), out[0].device(), out[0].size() * sizeof(T),
       [mesh, ins = detail::windows_of<detail::In<T>>(in), outs = detail::windows_of<detail::Out<T>>(out),
        source = std::move(source), description = std::move(description),
        deadline] { detail::run_permute<T>(mesh, std::span(ins), std::span(outs), source, description, deadline); },

@@ -279,17 +279,29 @@ inline std::string element_text(std::size_t bytes) {
   return std::to_string(bytes) + "-byte elements";
 }
 
-// Runs `body` on the session's collectives thread and completes `token` with its outcome
-// (`void(std::exception_ptr)`, delivered through `device`'s queue like device work).
+// The largest collective (bytes of one local array) whose future's waiter runs it itself (see
+// `Session::post_awaited`): up to the size where a reduction is the blocking `MPI_Allreduce`, a
+// collective lasts about as long as the hand-off to the collectives thread and back. Larger ones
+// are the collectives thread's; their waiter sleeps.
+inline constexpr std::size_t waiter_runs_up_to_bytes = DeadlineEngine::blocking_all_reduce_bytes;
+
+// Runs `body` on the session's collectives thread (or, for a future of a collective of at most
+// `waiter_runs_up_to_bytes` per local array, on the thread that waits for it) and completes
+// `token` with its outcome (`void(std::exception_ptr)`, delivered through `device`'s queue like
+// device work).
 template <class Body, class Token>
-auto start(Session& session, const AnyDevice& device, Body body, Token&& token) {
-  auto initiation = [on = &session, queue = device.queue(), body = std::move(body)](auto handler) mutable {
+auto start(Session& session, const AnyDevice& device, std::size_t bytes, Body body, Token&& token) {
+  auto initiation = [on = &session, queue = device.queue(), bytes, body = std::move(body)](auto handler) mutable {
     // A collective across processes lasts at least one round trip between them, and its polling
     // thread needs a core: a future waits for it asleep, not polling first (see `use_future`).
     if constexpr (requires { handler.note_work_ahead(std::size_t{}); })
       handler.note_work_ahead(std::numeric_limits<std::size_t>::max());
     auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
-    on->post([queue, body = std::move(body), h = std::move(handler), work = std::move(work)]() mutable {
+    xdev::detail::future_probe* probe = nullptr;  // the future's, which outlives this call
+    if constexpr (requires { handler.probe(); }) {
+      if (bytes <= waiter_runs_up_to_bytes) probe = &handler.probe();
+    }
+    HostTask job([queue, body = std::move(body), h = std::move(handler), work = std::move(work)]() mutable {
       std::exception_ptr ep;
       try {
         body();
@@ -299,6 +311,11 @@ auto start(Session& session, const AnyDevice& device, Body body, Token&& token) 
       xdev::detail::deliver(queue, std::move(h), std::move(ep));
       work.reset();
     });
+    // The helper is set after the post, before the future is handed out; the job never reads it.
+    if (probe != nullptr)
+      probe->set_wait_helper(on->post_awaited(std::move(job)));
+    else
+      on->post(std::move(job));
   };
   return boost::asio::async_initiate<Token, void(std::exception_ptr)>(std::move(initiation), token);
 }

@@ -1,0 +1,201 @@
+/// \file
+/// The distributed session's collectives thread, which a thread waiting for a small collective
+/// can stand in for.
+#pragma once
+
+#include <xdev/async/detail/wait_helper.hpp>
+#include <xdev/backend/completion.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+namespace xdev::distributed::detail {
+
+/// Runs posted jobs one at a time, in the order they were posted (the order every rank must start
+/// its collectives in), on a thread of its own, like a `SerialWorker`: after a job the thread looks
+/// for the next one for `spin` before it sleeps. Destroying it (or `close`) runs what was posted,
+/// then joins the thread.
+///
+/// A job posted with `post_awaited` may instead run on the thread that waits for it: for
+/// `reservation` after the post, the collectives thread leaves it to such a waiter, which `help`
+/// lets run it (and any job posted before it) in order. A small collective lasts about as long as
+/// the two wake-ups of a hand-off between threads; run by its waiter it needs neither. Only one
+/// job runs at a time, whichever thread runs it.
+class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  CollectiveQueue(std::chrono::microseconds spin, std::chrono::microseconds reservation,
+                  std::chrono::microseconds doze = std::chrono::microseconds(500),
+                  std::chrono::microseconds linger = std::chrono::milliseconds(20))
+      : spin_(spin), reservation_(reservation), doze_(doze), linger_(linger), thread_([this] { loop(); }) {}
+  CollectiveQueue(const CollectiveQueue&) = delete;
+  CollectiveQueue& operator=(const CollectiveQueue&) = delete;
+  ~CollectiveQueue() { close(); }
+
+  /// Queues `job` for the collectives thread. Thread-safe.
+  void post(HostTask job) { (void)enqueue(std::move(job), Clock::time_point{}); }
+
+  /// Queues `job`, leaving it to a waiter for `reservation`; the returned helper (for the job's
+  /// future) runs it on the waiting thread. Thread-safe.
+  [[nodiscard]] xdev::detail::wait_helper post_awaited(HostTask job) {
+    const std::uint64_t ticket = enqueue(std::move(job), Clock::now() + reservation_);
+    return {&help_thunk, std::weak_ptr<void>(shared_from_this()), ticket};
+  }
+
+  /// Runs, on the calling thread, the queued jobs up to and including `ticket`'s, unless that one
+  /// has already started elsewhere; waits while another thread runs a job posted before it.
+  /// Returns at once on a thread that is running a job of this queue (a completion handler).
+  void help(std::uint64_t ticket) {
+    if (running_here_ == this) return;
+    std::unique_lock lk(m_);
+    for (;;) {
+      if (done_upto_ >= ticket || jobs_.empty() || jobs_.front().ticket > ticket) return;
+      if (!running_) {
+        run_front(lk);
+        continue;
+      }
+      ++done_waiters_;
+      done_cv_.wait(lk);
+      --done_waiters_;
+    }
+  }
+
+  /// Runs what was posted (reservations end at once), then joins the thread. Idempotent; not
+  /// concurrent with `post`.
+  void close() {
+    {
+      std::lock_guard lk(m_);
+      if (stopping_) return;
+      stopping_ = true;
+      events_.fetch_add(1, std::memory_order_release);  // ends a spin at once
+    }
+    work_cv_.notify_one();
+    done_cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  struct Job {
+    std::uint64_t ticket;
+    HostTask fn;
+    Clock::time_point held_until;  // left to a waiter until then
+  };
+
+  static void help_thunk(void* self, std::uint64_t ticket) { static_cast<CollectiveQueue*>(self)->help(ticket); }
+
+  std::uint64_t enqueue(HostTask job, Clock::time_point held_until) {
+    // Notified under the lock: once the job runs, its completion may lead to this queue's
+    // destruction, which must not find the posting thread still inside notify_one.
+    std::lock_guard lk(m_);
+    const std::uint64_t ticket = ++last_ticket_;
+    const bool awaited = held_until != Clock::time_point{};
+    jobs_.push_back(Job{ticket, std::move(job), held_until});
+    events_.fetch_add(1, std::memory_order_release);
+    if (awaited) last_awaited_post_ = Clock::now();
+    // A spinning or busy thread finds the job without a notification; a dozing one is not woken
+    // for a job left to its waiter (it wakes within `doze` anyway).
+    if (state_ == State::asleep || (state_ == State::dozing && !awaited)) work_cv_.notify_one();
+    return ticket;
+  }
+
+  // Runs the front job on this thread; `lk` (on m_) is held on entry and on return, not meanwhile.
+  void run_front(std::unique_lock<std::mutex>& lk) {
+    Job job = std::move(jobs_.front());
+    jobs_.pop_front();
+    running_ = true;
+    events_.fetch_add(1, std::memory_order_release);
+    lk.unlock();
+    run(job.fn);
+    lk.lock();
+    running_ = false;
+    done_upto_ = job.ticket;
+    events_.fetch_add(1, std::memory_order_release);
+    if (done_waiters_ > 0) done_cv_.notify_all();
+    if (state_ != State::awake && !jobs_.empty()) work_cv_.notify_one();  // what a waiter left to the thread
+  }
+
+  // A job that throws terminates the program, on whichever thread runs it (as on a SerialWorker).
+  void run(HostTask& fn) noexcept {
+    CollectiveQueue* const saved = std::exchange(running_here_, this);
+    fn();
+    running_here_ = saved;
+    fn = nullptr;  // what the job captured goes before the next one runs
+  }
+
+  // The thread: runs the front job once no waiter may take it; after a job of its own, looks for
+  // the next one for `spin` (a chain of collectives nobody waits for at once); otherwise dozes
+  // (a timed sleep: until a reservation ends, or for `doze` while waiters have been running their
+  // jobs within `linger`, so that posts for waiters need not wake it) or sleeps until a post.
+  void loop() {
+    bool ran = false;
+    std::unique_lock lk(m_);
+    for (;;) {
+      if (jobs_.empty() && !running_ && stopping_) return;
+      const Clock::time_point now = Clock::now();
+      const bool front_free = !jobs_.empty() && !running_;
+      if (front_free && (stopping_ || now >= jobs_.front().held_until)) {
+        run_front(lk);
+        ran = true;
+        continue;
+      }
+      const std::uint64_t seen = events_.load(std::memory_order_relaxed);
+      if (ran && spin_.count() > 0 && jobs_.empty()) {
+        ran = false;
+        lk.unlock();
+        look_for_work(seen);
+        lk.lock();
+        continue;
+      }
+      ran = false;
+      const auto changed = [&] { return events_.load(std::memory_order_relaxed) != seen; };
+      if (front_free || now - last_awaited_post_ < linger_) {
+        state_ = State::dozing;
+        work_cv_.wait_until(lk, front_free ? jobs_.front().held_until : now + doze_, changed);
+      } else {
+        state_ = State::asleep;
+        work_cv_.wait(lk, changed);
+      }
+      state_ = State::awake;
+    }
+  }
+
+  // Waits, without the lock, until something happens (a post) or the spin budget is spent.
+  void look_for_work(std::uint64_t seen) const {
+    const auto deadline = Clock::now() + spin_;
+    while (events_.load(std::memory_order_acquire) == seen && Clock::now() < deadline) std::this_thread::yield();
+  }
+
+  static inline thread_local CollectiveQueue* running_here_ = nullptr;
+
+  enum class State { awake, dozing, asleep };
+
+  const std::chrono::microseconds spin_;
+  const std::chrono::microseconds reservation_;
+  const std::chrono::microseconds doze_;
+  const std::chrono::microseconds linger_;
+  std::mutex m_;
+  std::condition_variable work_cv_;  // the thread waits for a post
+  std::condition_variable done_cv_;  // waiters (and the thread) wait for the running job's end
+  std::deque<Job> jobs_;
+  std::uint64_t last_ticket_ = 0;
+  std::uint64_t done_upto_ = 0;  // tickets complete in order: every job up to this one has run
+  bool running_ = false;         // a job runs (on any thread)
+  bool stopping_ = false;
+  State state_ = State::awake;  // how the thread waits (guarded by m_)
+  Clock::time_point last_awaited_post_{};
+  std::size_t done_waiters_ = 0;
+  std::atomic<std::uint64_t> events_{0};  // posts, job starts and ends, close: what a spin watches
+  std::thread thread_;                    // last: starts after the members it uses exist
+};
+
+}  // namespace xdev::distributed::detail
