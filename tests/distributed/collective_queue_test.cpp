@@ -133,6 +133,38 @@ TEST(CollectiveQueue, CloseRunsWhatIsLeftToWaitersAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 60s);
 }
 
+// close() waits for a job a waiter runs; the thread, asleep meanwhile (no doze: `linger` 0), must
+// learn that the job ended, or close() never returns.
+TEST(CollectiveQueue, CloseWaitsForAJobAWaiterRunsAndThenReturns) {
+  auto q = std::make_shared<CollectiveQueue>(std::chrono::microseconds(100), forever, std::chrono::microseconds(500),
+                                             std::chrono::microseconds(0));
+  std::promise<void> started;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto help = q->post_awaited([&] {
+    started.set_value();
+    released.wait();
+  });
+  std::thread waiter([&] { help(); });
+  started.get_future().wait();
+  std::promise<void> closed;
+  std::thread closer([&] {
+    q->close();
+    closed.set_value();
+  });
+  std::this_thread::sleep_for(20ms);  // close() has woken the thread, which found the job running
+  release.set_value();
+  auto done = closed.get_future();
+  const bool returned = done.wait_for(60s) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "close() did not return after the waiter's job ended";
+  waiter.join();
+  if (returned) {
+    closer.join();
+  } else {
+    closer.detach();  // hung: the process ends with the test run
+  }
+}
+
 TEST(CollectiveQueue, AHelperOfAQueueThatIsGoneDoesNothing) {
   int ran = 0;
   xdev::detail::wait_helper help;

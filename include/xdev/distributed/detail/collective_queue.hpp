@@ -121,7 +121,9 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
     done_upto_ = job.ticket;
     events_.fetch_add(1, std::memory_order_release);
     if (done_waiters_ > 0) done_cv_.notify_all();
-    if (state_ != State::awake && !jobs_.empty()) work_cv_.notify_one();  // what a waiter left to the thread
+    // The thread, if it waits, is woken for what a waiter left to it, and when closing (it ends
+    // only once no job runs).
+    if (state_ != State::awake && (!jobs_.empty() || stopping_)) work_cv_.notify_one();
   }
 
   // A job that throws terminates the program, on whichever thread runs it (as on a SerialWorker).
@@ -185,7 +187,7 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
   const std::chrono::microseconds linger_;
   std::mutex m_;
   std::condition_variable work_cv_;  // the thread waits for a post
-  std::condition_variable done_cv_;  // waiters (and the thread) wait for the running job's end
+  std::condition_variable done_cv_;  // waiters wait for the end of a job running elsewhere
   std::deque<Job> jobs_;
   std::uint64_t last_ticket_ = 0;
   std::uint64_t done_upto_ = 0;  // tickets complete in order: every job up to this one has run
