@@ -675,6 +675,34 @@ TEST(GlobalAllReduce, TakesCompletionTokensAndRunsCollectivesInTheOrderStarted) 
   EXPECT_EQ(to_host(sets[2][1]), std::vector<float>(64, 3.0f));
 }
 
+// A collective reads the device's memory once the work submitted before the call has run: a fill
+// queued behind a slow task, not waited for, is what every rank reduces. Once with the collective
+// run by its waiter, once on the collectives thread (a callback).
+TEST(GlobalAllReduce, ReducesWhatTheWorkSubmittedBeforeTheCallWrote) {
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  const auto& dev = mesh.local_mesh().device(0);
+  const auto global = static_cast<float>(mesh.size());
+  for (const bool callback : {false, true}) {
+    SCOPED_TRACE(callback ? "callback" : "future");
+    std::vector<xdev::AnyArray<float>> a;
+    a.push_back(xdev::empty<float>(dev, {64}));
+    xdev::ops::fill(dev, a[0], 0.0f).get();
+    auto slow = dev.execute([] { std::this_thread::sleep_for(std::chrono::milliseconds(50)); });
+    auto filled = xdev::ops::fill(dev, a[0], 2.0f);  // queued behind the slow task
+    if (callback) {
+      std::promise<void> done;
+      dist::all_reduce(mesh, std::span(a), xdev::spmd::ReduceOp::sum, std::nullopt,
+                       [&](std::exception_ptr ep) { ep ? done.set_exception(ep) : done.set_value(); });
+      done.get_future().get();
+    } else {
+      dist::all_reduce(mesh, std::span(a), xdev::spmd::ReduceOp::sum).get();
+    }
+    slow.get();
+    filled.get();
+    EXPECT_EQ(to_host(a[0]), std::vector<float>(64, 2.0f * global));
+  }
+}
+
 // Small collectives are left to the thread that waits for their future, which then runs them
 // and every collective started before them, in order (see Session::post_awaited). Waited for in
 // the reverse order, from other threads, through get, wait and a shared future, and mixed with a
