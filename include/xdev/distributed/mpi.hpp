@@ -151,6 +151,9 @@ class Session {
   /// Runs `job` on the session's collectives thread, after the jobs posted before it: what the
   /// asynchronous collectives (`distributed::all_reduce` of device arrays) run on, one at a time
   /// and in the order they were started — the order every rank must start them in. Thread-safe.
+  /// A thread that waits for a small collective posted later may run `job` instead (see
+  /// `post_awaited`), still one job at a time and in order: a job must not rely on which thread
+  /// runs it.
   void post(HostTask job) { collectives_->post(std::move(job)); }
   /// `post` for a collective whose future a thread is about to wait for: for a short while the
   /// job is left to that thread, which runs it when it waits through the returned helper (see

@@ -6,7 +6,6 @@
 #include <xdev/async/detail/wait_helper.hpp>
 #include <xdev/backend/completion.hpp>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
