@@ -101,11 +101,17 @@ class Fallback : public std::enable_shared_from_this<Fallback<B>> {
 
   void compute() {
     boost::asio::post(pool_->get(), [self = this->shared_from_this()] {
+      // The error is delivered after its catch block has ended: delivered from inside it, the
+      // waiter could read the exception and let go of it before this thread's catch released its
+      // hold, so that this thread frees it, ordered only by libstdc++'s uninstrumented count (a
+      // report TSan cannot see through; see cmake/tsan.supp).
+      std::exception_ptr failure;
       try {
         self->compute_(self->pointers_);
       } catch (...) {
-        return self->finish(std::current_exception());
+        failure = std::current_exception();
       }
+      if (failure) return self->finish(std::move(failure));
       self->copy_out(0);
     });
   }
