@@ -57,6 +57,43 @@ TEST(CollectiveQueue, AReservationNobodyWaitsForEndsAndTheThreadRunsTheJob) {
   EXPECT_NE(f.get(), std::this_thread::get_id());
 }
 
+// While the waiters run every job themselves, the thread dozes longer each time (0.5 ms doubling
+// up to 8 ms here): about 25 wake-ups in 200 ms, where dozes of 0.5 ms each would be about 400.
+// A loaded machine only wakes it later, so fewer.
+TEST(CollectiveQueue, TheThreadDozesLongerWhileWaitersRunEveryJob) {
+  const auto hour = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::hours(1));
+  // A reservation of 1 ms: a thread that wakes between a post and its help waits that long at most.
+  auto q = std::make_shared<CollectiveQueue>(std::chrono::microseconds(100), std::chrono::microseconds(1000),
+                                             std::chrono::microseconds(500), hour, std::chrono::microseconds(8000));
+  int ran = 0;
+  const auto end = std::chrono::steady_clock::now() + 200ms;
+  while (std::chrono::steady_clock::now() < end) {
+    auto help = q->post_awaited([&] { ++ran; });
+    help();
+  }
+  EXPECT_GT(ran, 0);
+  EXPECT_LT(q->wakeups(), 100u) << "the thread woke up " << q->wakeups() << " times in 200 ms for " << ran
+                                << " jobs that their waiters ran";
+}
+
+// A job that nobody took within its reservation, while the thread dozes (for an hour here), is
+// started when the next job is posted: the post wakes the thread for it.
+TEST(CollectiveQueue, AJobLeftPastItsReservationIsStartedWhenTheNextOneIsPosted) {
+  const auto hour = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::hours(1));
+  auto q = std::make_shared<CollectiveQueue>(std::chrono::microseconds(100), std::chrono::microseconds(1000), hour,
+                                             hour, hour);
+  auto first = q->post_awaited([] {});
+  first();                            // a post for a waiter: the thread dozes from now on
+  std::this_thread::sleep_for(20ms);  // and is in its hour-long doze
+  std::promise<std::thread::id> ran_on;
+  (void)q->post_awaited([&] { ran_on.set_value(std::this_thread::get_id()); });
+  std::this_thread::sleep_for(20ms);  // its reservation has passed; nobody waits for it
+  (void)q->post_awaited([] {});       // wakes the thread for the one left behind
+  auto f = ran_on.get_future();
+  ASSERT_EQ(f.wait_for(60s), std::future_status::ready) << "the job left past its reservation did not start";
+  EXPECT_NE(f.get(), std::this_thread::get_id());
+}
+
 TEST(CollectiveQueue, AJobPostedWithoutAWaiterRunsOnTheThreadAtOnce) {
   auto q = make_queue(forever);
   std::promise<std::thread::id> ran_on;

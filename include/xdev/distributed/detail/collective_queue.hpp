@@ -6,6 +6,7 @@
 #include <xdev/async/detail/wait_helper.hpp>
 #include <xdev/backend/completion.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -29,25 +30,39 @@ namespace xdev::distributed::detail {
 /// lets run it (and any job posted before it) in order. A small collective lasts about as long as
 /// the two wake-ups of a hand-off between threads; run by its waiter it needs neither. Only one
 /// job runs at a time, whichever thread runs it.
+///
+/// Posts for waiters do not wake the thread: it dozes (timed sleeps) while they come, and finds a
+/// job nobody took when it wakes. Each of those wake-ups takes a core for a moment from a process
+/// that may be in the middle of a collective, so while the waiters take every job the thread dozes
+/// longer each time, from `doze` up to `longest_doze`. A job it finds left to nobody past its
+/// reservation brings the doze back to `doze`; so does a post while such a job waits, which also
+/// wakes the thread to run it.
 class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
  public:
   using Clock = std::chrono::steady_clock;
 
   CollectiveQueue(std::chrono::microseconds spin, std::chrono::microseconds reservation,
                   std::chrono::microseconds doze = std::chrono::microseconds(500),
-                  std::chrono::microseconds linger = std::chrono::milliseconds(20))
-      : spin_(spin), reservation_(reservation), doze_(doze), linger_(linger), thread_([this] { loop(); }) {}
+                  std::chrono::microseconds linger = std::chrono::milliseconds(20),
+                  std::chrono::microseconds longest_doze = std::chrono::milliseconds(4))
+      : spin_(spin),
+        reservation_(reservation),
+        doze_(doze),
+        linger_(linger),
+        longest_doze_(std::max(doze, longest_doze)),
+        next_doze_(doze),
+        thread_([this] { loop(); }) {}
   CollectiveQueue(const CollectiveQueue&) = delete;
   CollectiveQueue& operator=(const CollectiveQueue&) = delete;
   ~CollectiveQueue() { close(); }
 
   /// Queues `job` for the collectives thread. Thread-safe.
-  void post(HostTask job) { (void)enqueue(std::move(job), Clock::time_point{}); }
+  void post(HostTask job) { (void)enqueue(std::move(job), false); }
 
   /// Queues `job`, leaving it to a waiter for `reservation`; the returned helper (for the job's
   /// future) runs it on the waiting thread. Thread-safe.
   [[nodiscard]] xdev::detail::wait_helper post_awaited(HostTask job) {
-    const std::uint64_t ticket = enqueue(std::move(job), Clock::now() + reservation_);
+    const std::uint64_t ticket = enqueue(std::move(job), true);
     return {&help_thunk, std::weak_ptr<void>(shared_from_this()), ticket};
   }
 
@@ -67,6 +82,12 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
       done_cv_.wait(lk);
       --done_waiters_;
     }
+  }
+
+  /// How many times the thread has woken from a doze.
+  [[nodiscard]] std::uint64_t wakeups() const {
+    std::lock_guard lk(m_);
+    return wakeups_;
   }
 
   /// Runs what was posted (reservations end at once), then joins the thread. Idempotent; not
@@ -92,18 +113,22 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
 
   static void help_thunk(void* self, std::uint64_t ticket) { static_cast<CollectiveQueue*>(self)->help(ticket); }
 
-  std::uint64_t enqueue(HostTask job, Clock::time_point held_until) {
+  // `awaited`: left to a waiter for `reservation_`.
+  std::uint64_t enqueue(HostTask job, bool awaited) {
+    const Clock::time_point now = awaited ? Clock::now() : Clock::time_point{};
     // Notified under the lock: once the job runs, its completion may lead to this queue's
     // destruction, which must not find the posting thread still inside notify_one.
     std::lock_guard lk(m_);
     const std::uint64_t ticket = ++last_ticket_;
-    const bool awaited = held_until != Clock::time_point{};
-    jobs_.push_back(Job{ticket, std::move(job), held_until});
+    jobs_.push_back(Job{ticket, std::move(job), awaited ? now + reservation_ : Clock::time_point{}});
     events_.fetch_add(1, std::memory_order_release);
-    if (awaited) last_awaited_post_ = Clock::now();
+    if (awaited) last_awaited_post_ = now;
     // A spinning or busy thread finds the job without a notification; a dozing one is not woken
-    // for a job left to its waiter (it wakes within `doze` anyway).
-    if (state_ == State::asleep || (state_ == State::dozing && !awaited)) work_cv_.notify_one();
+    // for a job left to its waiter (it wakes within its doze anyway), unless an earlier job waits
+    // past its reservation with nobody running it: that one is the thread's to run now.
+    const bool stale = awaited && !running_ && jobs_.front().ticket != ticket && jobs_.front().held_until <= now;
+    if (stale) next_doze_ = doze_;
+    if (state_ == State::asleep || (state_ == State::dozing && (!awaited || stale))) work_cv_.notify_one();
     return ticket;
   }
 
@@ -145,6 +170,8 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
       const Clock::time_point now = Clock::now();
       const bool front_free = !jobs_.empty() && !running_;
       if (front_free && (stopping_ || now >= jobs_.front().held_until)) {
+        // A job left to a waiter who did not come: look more often again.
+        if (jobs_.front().held_until != Clock::time_point{}) next_doze_ = doze_;
         run_front(lk);
         ran = true;
         continue;
@@ -159,11 +186,20 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
       }
       ran = false;
       const auto changed = [&] { return events_.load(std::memory_order_relaxed) != seen; };
-      if (front_free || now - last_awaited_post_ < linger_) {
+      if (front_free) {
         state_ = State::dozing;
-        work_cv_.wait_until(lk, front_free ? jobs_.front().held_until : now + doze_, changed);
+        const Clock::time_point until = jobs_.front().held_until;  // a copy: a waiter may pop the job meanwhile
+        work_cv_.wait_until(lk, until, changed);
+        ++wakeups_;
+      } else if (now - last_awaited_post_ < linger_) {
+        state_ = State::dozing;
+        const auto doze = next_doze_;
+        next_doze_ = std::min(2 * next_doze_, longest_doze_);
+        work_cv_.wait_until(lk, now + doze, changed);
+        ++wakeups_;
       } else {
         state_ = State::asleep;
+        next_doze_ = doze_;
         work_cv_.wait(lk, changed);
       }
       state_ = State::awake;
@@ -184,7 +220,8 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
   const std::chrono::microseconds reservation_;
   const std::chrono::microseconds doze_;
   const std::chrono::microseconds linger_;
-  std::mutex m_;
+  const std::chrono::microseconds longest_doze_;
+  mutable std::mutex m_;
   std::condition_variable work_cv_;  // the thread waits for a post
   std::condition_variable done_cv_;  // waiters wait for the end of a job running elsewhere
   std::deque<Job> jobs_;
@@ -194,6 +231,8 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
   bool stopping_ = false;
   State state_ = State::awake;  // how the thread waits (guarded by m_)
   Clock::time_point last_awaited_post_{};
+  std::chrono::microseconds next_doze_;  // the thread's next doze while waiters come
+  std::uint64_t wakeups_ = 0;            // from a doze
   std::size_t done_waiters_ = 0;
   std::atomic<std::uint64_t> events_{0};  // posts, job starts and ends, close: what a spin watches
   std::thread thread_;                    // last: starts after the members it uses exist

@@ -71,6 +71,7 @@ class PendingWork {
 
   // A completion handler `void(std::exception_ptr)` to pass as a token; `what` names the work.
   auto handler(std::string what) {
+    if (!state_) state_ = std::make_shared<State>();
     std::size_t index = 0;
     {
       std::lock_guard lock(state_->mutex);
@@ -89,6 +90,7 @@ class PendingWork {
   // Waits for every handler; throws the first error, or `errc::deadline_exceeded` naming the
   // work that had not completed when the deadline passed.
   void wait(const char* name, const Deadline& deadline) {
+    if (!state_) return;  // no handler was made
     std::unique_lock lock(state_->mutex);
     const bool all = state_->cv.wait_until(lock, deadline.at, [&] { return state_->done == state_->pending.size(); });
     if (state_->error) std::rethrow_exception(state_->error);
@@ -110,7 +112,7 @@ class PendingWork {
     std::size_t done = 0;
     std::exception_ptr error;
   };
-  std::shared_ptr<State> state_ = std::make_shared<State>();
+  std::shared_ptr<State> state_;  // made with the first handler: most collectives need none
   std::shared_ptr<void> keep_;
 };
 
@@ -449,7 +451,7 @@ void run_all_reduce(const M& mesh, std::span<const Out<T>> arrays, const ReduceP
     return spmd::reduce(mesh.local_mesh(), axis, std::span(windows), plan.local_op, 0,
                         spmd::CollectiveOptions{.timeout = deadline.remaining()});
   };
-  std::vector<Future<void>> local(pieces);
+  std::vector<Future<void>> local(arrays.size() > 1 ? pieces : 0);
   PendingWork copies(staged);
   std::size_t c = 0;
   try {
@@ -480,7 +482,7 @@ void run_all_reduce(const M& mesh, std::span<const Out<T>> arrays, const ReduceP
   } catch (...) {
     // The next piece's local reduce may still run: let it finish (within the deadline) before
     // the caller may free the arrays.
-    for (std::size_t k = c + 1; k < pieces; ++k)
+    for (std::size_t k = c + 1; k < local.size(); ++k)
       if (local[k].valid() && local[k].wait_until(deadline.at) == std::future_status::ready) {
         try {
           local[k].get();
