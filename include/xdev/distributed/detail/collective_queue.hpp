@@ -126,7 +126,9 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
     // A spinning or busy thread finds the job without a notification; a dozing one is not woken
     // for a job left to its waiter (it wakes within its doze anyway), unless an earlier job waits
     // past its reservation with nobody running it: that one is the thread's to run now.
-    const bool stale = awaited && !running_ && jobs_.front().ticket != ticket && jobs_.front().held_until <= now;
+    const Job& front = jobs_.front();
+    const bool stale = awaited && !running_ && front.ticket != ticket && front.held_until != Clock::time_point{} &&
+                       front.held_until <= now;
     if (stale) next_doze_ = doze_;
     if (state_ == State::asleep || (state_ == State::dozing && (!awaited || stale))) work_cv_.notify_one();
     return ticket;
