@@ -14,7 +14,10 @@ namespace xdev::distributed::detail {
 /// reduce overlapping the transfer, work a user overlaps with an asynchronous collective) still
 /// run. A yield before every poll cost as much again as the polls: 2 processes, 64 KiB,
 /// `Session::all_reduce` 1.09-1.14x a bare `MPI_Allreduce` against 1.16-1.19x, 1 MiB 1.08-1.11x
-/// against 1.10-1.13x (bench_distributed, alternating runs).
+/// against 1.10-1.13x (bench_distributed, alternating runs). A yield every 20 us still cost 7-9 %
+/// of a 1 MiB reduction (about 8 `sched_yield` per call); every 200 us, `Session::all_reduce` read
+/// 1.01-1.04x against 1.07-1.10x (6 alternating runs each), and two devices per process at 16 MiB,
+/// the case the yields are for, measured the same (2.02-2.04x against 1.98-2.19x).
 ///
 /// On a host with more ranks than hardware threads (`yield_every_poll`), it yields before every
 /// poll, as MPI's own waits do there (Open MPI's `mpi_yield_when_idle`): the peer a rank waits for
@@ -28,7 +31,7 @@ namespace xdev::distributed::detail {
 class Poller {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr auto yield_every = std::chrono::microseconds(20);
+  static constexpr auto yield_every = std::chrono::microseconds(200);
   static constexpr auto spin_phase = std::chrono::milliseconds(50);
   static constexpr auto short_sleep_phase = std::chrono::milliseconds(500);
 
