@@ -74,15 +74,16 @@ constexpr std::size_t KiB = 1024;
 constexpr std::size_t MiB = 1024 * KiB;
 
 // Iterations per repetition, the same on every rank (each iteration runs every side once; a side
-// runs `chunk` collectives). From 1 MiB, where a side is one collective per iteration, more of
-// them: with 20 at 1 MiB the xdev/mpi ratio moved between 1.11 and 1.28 from one run to the next
-// (wider than its distance to the goal), with 200 (a second per run) within +-0.02; at 16 MiB, 5
-// read 0.96-1.18, 20 (two seconds) 1.02-1.09.
+// runs `chunk` collectives). At 1 MiB a side is 16 collectives (about 2 ms): with one, what a side
+// leaves behind on the collectives thread (the `handoff` side's 100 us spin, a wake-up) fell on
+// the next side's call, and a change that takes the xdev side off that thread read 0.02 worse
+// instead of 0.08 better; 25 of them (400 calls per side) keep runs within +-0.01. At 16 MiB, 5
+// iterations read 0.96-1.18, 20 (two seconds) 1.02-1.09.
 std::int64_t iterations_for(std::size_t bytes) {
-  return bytes >= MiB && bytes < 16 * MiB ? 200 : 20;
+  return bytes >= MiB && bytes < 16 * MiB ? 25 : 20;
 }
 std::int64_t chunk_for(std::size_t bytes) {
-  return bytes >= MiB ? 1 : static_cast<std::int64_t>(MiB / bytes);
+  return bytes >= 16 * MiB ? 1 : bytes >= MiB ? 16 : static_cast<std::int64_t>(MiB / bytes);
 }
 
 void xdev_vs_mpi(benchmark::State& st, std::size_t bytes) {

@@ -19,6 +19,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -703,17 +704,18 @@ TEST(GlobalAllReduce, ReducesWhatTheWorkSubmittedBeforeTheCallWrote) {
   }
 }
 
-// Small collectives are left to the thread that waits for their future, which then runs them
-// and every collective started before them, in order (see Session::post_awaited). Waited for in
-// the reverse order, from other threads, through get, wait and a shared future, and mixed with a
-// large one (the collectives thread's) and a callback: every one completes with its own result.
+// Collectives are left to the thread that waits for their future, which then runs them and every
+// collective started before them, in order (see Session::post_awaited). Waited for in the reverse
+// order, from other threads, through get, wait and a shared future, small ones mixed with a large
+// one (which the collectives thread starts sooner when nobody waits) and a callback (the
+// collectives thread's): every one completes with its own result.
 TEST(GlobalAllReduce, SmallCollectivesWaitedForOutOfOrderFromOtherThreadsRunInTheOrderStarted) {
   const dist::GlobalMesh mesh(*session, host_devices(1), "data");
   const auto& dev = mesh.local_mesh().device(0);
   const auto global = static_cast<float>(mesh.size());
   constexpr std::size_t calls = 24;
   constexpr std::int64_t small = 256;
-  constexpr std::int64_t large = (std::int64_t{1} << 20) / 4;  // 1 MiB: past waiter_runs_up_to_bytes
+  constexpr std::int64_t large = (std::int64_t{1} << 20) / 4;  // 1 MiB: past prompt_from_bytes
   for (int round = 0; round < 3; ++round) {
     std::vector<xdev::AnyArray<float>> arrays;
     for (std::size_t k = 0; k < calls; ++k) {
@@ -752,6 +754,26 @@ TEST(GlobalAllReduce, SmallCollectivesWaitedForOutOfOrderFromOtherThreadsRunInTh
       const float want = (k % 2 == 0 || k == 7) ? in * global : in;
       EXPECT_EQ(to_host(arrays[k]), std::vector<float>(arrays[k].size(), want)) << "call " << k << ", round " << round;
     }
+  }
+}
+
+// A collective whose future is held while the program does other work (and never waited on
+// with get or wait, which would run it on the waiting thread) is started by the collectives
+// thread, small or large, on every rank; each completes with its result.
+TEST(GlobalAllReduce, CollectivesWhoseFuturesAreHeldCompleteWithoutTheirWaiter) {
+  const dist::GlobalMesh mesh(*session, host_devices(1), "data");
+  const auto& dev = mesh.local_mesh().device(0);
+  const auto global = static_cast<float>(mesh.size());
+  for (const std::int64_t n : {std::int64_t{256}, (std::int64_t{1} << 20) / 4}) {
+    std::vector<xdev::AnyArray<float>> a;
+    a.push_back(xdev::empty<float>(dev, {n}));
+    xdev::ops::fill(dev, a[0], 3.0f).get();
+    auto f = dist::all_reduce(mesh, std::span(a), xdev::spmd::ReduceOp::sum);
+    // std::future's wait_for, which does not run the collective here.
+    ASSERT_EQ(static_cast<std::future<void>&>(f).wait_for(std::chrono::seconds(60)), std::future_status::ready)
+        << n << " floats";
+    f.get();
+    EXPECT_EQ(to_host(a[0]), std::vector<float>(static_cast<std::size_t>(n), 3.0f * global)) << n << " floats";
   }
 }
 

@@ -23,7 +23,8 @@
 /// device count) for `mean`, and copied to every other local device. The other collectives
 /// likewise gather or combine the local arrays on the host, make one MPI call, and fan the result
 /// out. All take the usual completion tokens: the stages run on the session's
-/// collectives thread, so the caller goes on (`.get()` on the default future).
+/// collectives thread, so the caller goes on (`.get()` on the default future runs them on the
+/// waiting thread instead when they have not started yet: `Session::post_awaited`).
 ///
 /// **Arrays or windows.** Wherever a collective takes arrays (`std::span<AnyArray<T>>`, or
 /// `std::span<const AnyArray<T>>` for inputs), it takes contiguous windows of them too
@@ -287,7 +288,8 @@ class GlobalMesh {
 ///
 /// Asynchronous, with the usual completion tokens (`void(std::exception_ptr)`; the default
 /// `use_future` gives a `Future<void>`): the call checks its arguments and returns; the three
-/// stages run on the session's collectives thread (`Session::post`), one collective after another
+/// stages run on the session's collectives thread (`Session::post`), or on the thread that waits
+/// for the future (`Session::post_awaited`), one collective after another
 /// in the order they were started — every rank must start the same collectives in the same order.
 /// `arrays` (the span and the arrays) must stay alive until the completion (the mesh is copied).
 /// The deadline (`timeout`, else `default_timeout()`) covers the whole collective from this call on.

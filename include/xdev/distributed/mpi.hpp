@@ -151,16 +151,19 @@ class Session {
   /// Runs `job` on the session's collectives thread, after the jobs posted before it: what the
   /// asynchronous collectives (`distributed::all_reduce` of device arrays) run on, one at a time
   /// and in the order they were started — the order every rank must start them in. Thread-safe.
-  /// A thread that waits for a small collective posted later may run `job` instead (see
+  /// A thread that waits for a collective posted later may run `job` instead (see
   /// `post_awaited`), still one job at a time and in order: a job must not rely on which thread
   /// runs it.
   void post(HostTask job) { collectives_->post(std::move(job)); }
-  /// `post` for a collective whose future a thread is about to wait for: for a short while the
-  /// job is left to that thread, which runs it when it waits through the returned helper (see
-  /// `use_future`), without a hand-off to the collectives thread and back. What xdev's small
-  /// asynchronous collectives use; the order of jobs is the same as `post`'s.
-  [[nodiscard]] xdev::detail::wait_helper post_awaited(HostTask job) {
-    return collectives_->post_awaited(std::move(job));
+  /// `post` for a collective whose future a thread is about to wait for: for 20 us the job is
+  /// left to that thread, which runs it when it waits through the returned helper (see
+  /// `use_future`), without a hand-off to the collectives thread and back. What xdev's
+  /// asynchronous collectives with a future use; the order of jobs is the same as `post`'s. If
+  /// nobody waits by then, the collectives thread starts the job within `start_within` after
+  /// that (at most 4 ms, the longest it dozes while waiters run every job).
+  [[nodiscard]] xdev::detail::wait_helper post_awaited(
+      HostTask job, std::chrono::microseconds start_within = std::chrono::microseconds::max()) {
+    return collectives_->post_awaited(std::move(job), start_within);
   }
   /// A collective missed its deadline: the job cannot go on, destroying the session aborts it.
   [[nodiscard]] bool failed() const { return engine_.failed(); }
@@ -489,9 +492,10 @@ class Session {
   // and a sleep and wake-up per collective cost more than the collective at 64 KiB. With 4 ranks
   // on 2 cores, 64 KiB all_reduce went from 2.64x raw MPI_Allreduce's time to 1.45x (median).
   //
-  // A small collective whose future is awaited is left to the waiting thread for 20 us first (see
+  // A collective whose future is awaited is left to the waiting thread for 20 us first (see
   // `post_awaited`): 64 KiB between 2 processes went from 1.92-2.22x raw MPI_Allreduce's time to
-  // 1.48-1.61x, with 4 processes on 2 cores from 1.52-1.93x to 1.36-1.58x (alternating runs).
+  // 1.48-1.61x, with 4 processes on 2 cores from 1.52-1.93x to 1.36-1.58x; 1 MiB between 2
+  // processes from 1.13-1.15x to 1.05-1.06x (alternating runs).
   std::shared_ptr<detail::CollectiveQueue> collectives_ =
       std::make_shared<detail::CollectiveQueue>(std::chrono::microseconds(100), std::chrono::microseconds(20));
   bool owns_mpi_ = false;

@@ -37,6 +37,12 @@ namespace xdev::distributed::detail {
 /// longer each time, from `doze` up to `longest_doze`. A job it finds left to nobody past its
 /// reservation brings the doze back to `doze`; so does a post while such a job waits, which also
 /// wakes the thread to run it.
+///
+/// A job posted for a waiter may also say how soon the thread must start it if its waiter does
+/// not come (`start_within`, after the reservation): a long collective held while the program
+/// computes should not wait out a doze of several milliseconds. The thread's dozes are then no
+/// longer than that, for as long as the latest post for a waiter asks for it, and a post that a
+/// doze already under way would leave waiting longer wakes the thread.
 class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
  public:
   using Clock = std::chrono::steady_clock;
@@ -51,18 +57,23 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
         linger_(linger),
         longest_doze_(std::max(doze, longest_doze)),
         next_doze_(doze),
+        doze_cap_(longest_doze_),
         thread_([this] { loop(); }) {}
   CollectiveQueue(const CollectiveQueue&) = delete;
   CollectiveQueue& operator=(const CollectiveQueue&) = delete;
   ~CollectiveQueue() { close(); }
 
   /// Queues `job` for the collectives thread. Thread-safe.
-  void post(HostTask job) { (void)enqueue(std::move(job), false); }
+  void post(HostTask job) { (void)enqueue(std::move(job), false, longest_doze_); }
 
   /// Queues `job`, leaving it to a waiter for `reservation`; the returned helper (for the job's
-  /// future) runs it on the waiting thread. Thread-safe.
-  [[nodiscard]] xdev::detail::wait_helper post_awaited(HostTask job) {
-    const std::uint64_t ticket = enqueue(std::move(job), true);
+  /// future) runs it on the waiting thread. If no waiter has started it by then, the thread
+  /// starts it within `start_within` of the reservation's end (at most `longest_doze`; at least
+  /// 1 us), give or take the scheduler. Thread-safe.
+  [[nodiscard]] xdev::detail::wait_helper post_awaited(
+      HostTask job, std::chrono::microseconds start_within = std::chrono::microseconds::max()) {
+    start_within = std::clamp(start_within, std::chrono::microseconds(1), longest_doze_);
+    const std::uint64_t ticket = enqueue(std::move(job), true, start_within);
     return {&help_thunk, std::weak_ptr<void>(shared_from_this()), ticket};
   }
 
@@ -113,8 +124,9 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
 
   static void help_thunk(void* self, std::uint64_t ticket) { static_cast<CollectiveQueue*>(self)->help(ticket); }
 
-  // `awaited`: left to a waiter for `reservation_`.
-  std::uint64_t enqueue(HostTask job, bool awaited) {
+  // `awaited`: left to a waiter for `reservation_`, then the thread's to start within
+  // `start_within`.
+  std::uint64_t enqueue(HostTask job, bool awaited, std::chrono::microseconds start_within) {
     const Clock::time_point now = awaited ? Clock::now() : Clock::time_point{};
     // Notified under the lock: once the job runs, its completion may lead to this queue's
     // destruction, which must not find the posting thread still inside notify_one.
@@ -122,15 +134,20 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
     const std::uint64_t ticket = ++last_ticket_;
     jobs_.push_back(Job{ticket, std::move(job), awaited ? now + reservation_ : Clock::time_point{}});
     events_.fetch_add(1, std::memory_order_release);
-    if (awaited) last_awaited_post_ = now;
+    if (awaited) {
+      last_awaited_post_ = now;
+      doze_cap_ = start_within;
+    }
     // A spinning or busy thread finds the job without a notification; a dozing one is not woken
     // for a job left to its waiter (it wakes within its doze anyway), unless an earlier job waits
-    // past its reservation with nobody running it: that one is the thread's to run now.
+    // past its reservation with nobody running it (that one is the thread's to run now), or the
+    // doze would end later than this job asked to be started by.
     const Job& front = jobs_.front();
     const bool stale = awaited && !running_ && front.ticket != ticket && front.held_until != Clock::time_point{} &&
                        front.held_until <= now;
+    const bool too_late = awaited && doze_ends_ - jobs_.back().held_until > start_within;
     if (stale) next_doze_ = doze_;
-    if (state_ == State::asleep || (state_ == State::dozing && (!awaited || stale))) work_cv_.notify_one();
+    if (state_ == State::asleep || (state_ == State::dozing && (!awaited || stale || too_late))) work_cv_.notify_one();
     return ticket;
   }
 
@@ -190,14 +207,15 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
       const auto changed = [&] { return events_.load(std::memory_order_relaxed) != seen; };
       if (front_free) {
         state_ = State::dozing;
-        const Clock::time_point until = jobs_.front().held_until;  // a copy: a waiter may pop the job meanwhile
-        work_cv_.wait_until(lk, until, changed);
+        doze_ends_ = jobs_.front().held_until;  // a copy: a waiter may pop the job meanwhile
+        work_cv_.wait_until(lk, doze_ends_, changed);
         ++wakeups_;
       } else if (now - last_awaited_post_ < linger_) {
         state_ = State::dozing;
-        const auto doze = next_doze_;
+        const auto doze = std::min(next_doze_, doze_cap_);
         next_doze_ = std::min(2 * next_doze_, longest_doze_);
-        work_cv_.wait_until(lk, now + doze, changed);
+        doze_ends_ = now + doze;
+        work_cv_.wait_until(lk, doze_ends_, changed);
         ++wakeups_;
       } else {
         state_ = State::asleep;
@@ -234,6 +252,8 @@ class CollectiveQueue : public std::enable_shared_from_this<CollectiveQueue> {
   State state_ = State::awake;  // how the thread waits (guarded by m_)
   Clock::time_point last_awaited_post_{};
   std::chrono::microseconds next_doze_;  // the thread's next doze while waiters come
+  std::chrono::microseconds doze_cap_;   // no doze longer: the latest post for a waiter asks for it
+  Clock::time_point doze_ends_{};        // when the thread's doze ends, while state_ is dozing
   std::uint64_t wakeups_ = 0;            // from a doze
   std::size_t done_waiters_ = 0;
   std::atomic<std::uint64_t> events_{0};  // posts, job starts and ends, close: what a spin watches

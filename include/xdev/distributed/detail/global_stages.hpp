@@ -287,16 +287,19 @@ inline std::string element_text(std::size_t bytes) {
   return std::to_string(bytes) + "-byte elements";
 }
 
-// The largest collective (bytes of one local array) whose future's waiter runs it itself (see
-// `Session::post_awaited`): up to the size where a reduction is the blocking `MPI_Allreduce`, a
-// collective lasts about as long as the hand-off to the collectives thread and back. Larger ones
-// are the collectives thread's; their waiter sleeps.
-inline constexpr std::size_t waiter_runs_up_to_bytes = DeadlineEngine::blocking_all_reduce_bytes;
+// A collective's future is left to its waiter, which runs the collective itself when it waits
+// (see `Session::post_awaited`): no hand-off to the collectives thread and back, which at 1 MiB
+// between 2 processes cost 1.09-1.11x `Session::all_reduce`'s time. When nobody waits, the
+// collectives thread starts it, within its doze (up to 4 ms) for a collective of up to
+// `prompt_from_bytes` per local array, which lasts about as long as one such wake-up, and within
+// `prompt_start` for a larger one, whose start decides how much of it a program that holds the
+// future overlaps with its own work.
+inline constexpr std::size_t prompt_from_bytes = DeadlineEngine::blocking_all_reduce_bytes;
+inline constexpr std::chrono::microseconds prompt_start{2000};
 
-// Runs `body` on the session's collectives thread (or, for a future of a collective of at most
-// `waiter_runs_up_to_bytes` per local array, on the thread that waits for it) and completes
-// `token` with its outcome (`void(std::exception_ptr)`, delivered through `device`'s queue like
-// device work).
+// Runs `body` on the session's collectives thread (or, for a future, on the thread that waits
+// for it) and completes `token` with its outcome (`void(std::exception_ptr)`, delivered through
+// `device`'s queue like device work).
 template <class Body, class Token>
 auto start(Session& session, const AnyDevice& device, std::size_t bytes, Body body, Token&& token) {
   auto initiation = [on = &session, queue = device.queue(), bytes, body = std::move(body)](auto handler) mutable {
@@ -306,9 +309,7 @@ auto start(Session& session, const AnyDevice& device, std::size_t bytes, Body bo
       handler.note_work_ahead(std::numeric_limits<std::size_t>::max());
     auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
     xdev::detail::future_probe* probe = nullptr;  // the future's, which outlives this call
-    if constexpr (requires { handler.probe(); }) {
-      if (bytes <= waiter_runs_up_to_bytes) probe = &handler.probe();
-    }
+    if constexpr (requires { handler.probe(); }) probe = &handler.probe();
     HostTask job([queue, body = std::move(body), h = std::move(handler), work = std::move(work)]() mutable {
       std::exception_ptr ep;
       try {
@@ -321,7 +322,8 @@ auto start(Session& session, const AnyDevice& device, std::size_t bytes, Body bo
     });
     // The helper is set after the post, before the future is handed out; the job never reads it.
     if (probe != nullptr)
-      probe->set_wait_helper(on->post_awaited(std::move(job)));
+      probe->set_wait_helper(on->post_awaited(
+          std::move(job), bytes > prompt_from_bytes ? prompt_start : std::chrono::microseconds::max()));
     else
       on->post(std::move(job));
   };
