@@ -15,6 +15,10 @@
 //   axes_stall   as all_reduce_stall, for an all_gather over one axis of a GlobalMesh of shape
 //                (2, 2) over 4 ranks: rank 3 sleeps; ranks 0 and 1, whose group it is not in, are
 //                still told that rank 3 has not arrived (every rank takes part in every call)
+//   other_call   ranks 0 and 2 call barrier, ranks 1 and 3 all_reduce (which announces itself
+//                with the header of its terms, not an arrival token): within the 500 ms deadline
+//                each must be told that every rank arrived, but not at the same call, naming the
+//                others' call
 //   group_rank   each rank sets a GROUP_RANK of its own on one host: init must fail on every
 //                rank, naming the variable and the ranks
 //   thread_level the program initialises MPI itself with MPI_THREAD_FUNNELED: init must refuse
@@ -145,6 +149,33 @@ int main(int argc, char** argv) {
     std::printf("scenario axes_stall: rank %u WRONG: the all_gather completed\n", rank);
     std::fflush(stdout);
     session.abort(2, "scenario axes_stall failed");
+  }
+  if (scenario == "other_call") {
+    const bool reducing = rank % 2 == 1;
+    std::string expected;
+    for (std::uint32_t r = 0; r < session.world_size(); ++r)
+      if (r != rank && r % 2 != rank % 2)
+        expected += (expected.empty() ? "" : ", ") + ("rank " + std::to_string(r) + " called ") +
+                    (reducing ? "barrier" : "all_reduce");
+    std::vector<float> data(16, 1.0f);
+    const auto start = Clock::now();
+    try {
+      if (reducing)
+        session.all_reduce(std::span(data), MPI_SUM, std::chrono::milliseconds(500));
+      else
+        session.barrier(std::chrono::milliseconds(500));
+    } catch (const xdev::error& e) {
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      const bool named = std::string(e.what()).find("not at the same call: " + expected) != std::string::npos;
+      std::printf("scenario other_call: rank %u %s after %lld ms: %s\n", rank,
+                  e.condition() == xdev::errc::deadline_exceeded && named && ms >= 500 && ms < 2000 ? "OK" : "WRONG",
+                  static_cast<long long>(ms), e.what());
+      std::fflush(stdout);
+      return 0;  // the failed session aborts the job
+    }
+    std::printf("scenario other_call: rank %u WRONG: the call completed\n", rank);
+    std::fflush(stdout);
+    session.abort(2, "scenario other_call failed");
   }
   if (scenario == "throw") {
     if (rank == 1) throw std::runtime_error("scenario throw: boom on rank 1");

@@ -17,8 +17,9 @@
 ///
 /// **all_reduce** is hierarchical: the local arrays are reduced into local device 0's
 /// (`spmd::reduce`, ReduceOp sum for `mean`), local device 0's result is reduced across the
-/// processes by `Session::all_reduce` (arrival tokens naming a missing rank and the check of the
-/// call's terms polled to the deadline, then `MPI_Allreduce`, or above 256 KiB `MPI_Iallreduce`)
+/// processes by `Session::all_reduce` (the header of the call's terms to every peer, which names
+/// a missing rank and checks the terms, polled to the deadline, then `MPI_Allreduce`, or above
+/// 256 KiB `MPI_Iallreduce`)
 /// — in place when its memory is host memory, else through a host copy — scaled by 1 / (global
 /// device count) for `mean`, and copied to every other local device. The other collectives
 /// likewise gather or combine the local arrays on the host, make one MPI call, and fan the result

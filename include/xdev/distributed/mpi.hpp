@@ -424,7 +424,8 @@ class Session {
     placement_.rank = static_cast<std::uint32_t>(rank);
     placement_.world_size = static_cast<std::uint32_t>(size);
     const auto timeout = options.timeout.value_or(default_timeout());
-    // Two communicators of xdev's own: one for the collectives, one for the arrival tokens.
+    // Two communicators of xdev's own: one for the collectives, one for the arrival tokens and
+    // the headers of the calls' terms.
     engine_.open(placement_.rank, placement_.world_size, timeout);
 
     auto lock = engine_.lock();

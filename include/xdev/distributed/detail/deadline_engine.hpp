@@ -54,6 +54,24 @@ static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a toke
 inline const char* name_of(int kind) {
   return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";
 }
+// Whether a call of `kind` tells the other ranks it has begun with the header of its terms (see
+// `DeadlineEngine::headers_locked`), which every call of that kind exchanges first thing, rather
+// than with an arrival token of its own: the header says the same, and the call then sends one
+// message to each peer instead of two.
+constexpr bool announced_by_header(int kind) {
+  switch (static_cast<Kind>(kind)) {
+    case Kind::all_reduce:
+    case Kind::all_gather:
+    case Kind::reduce_scatter:
+    case Kind::broadcast:
+    case Kind::reduce:
+    case Kind::collective_permute:
+    case Kind::all_to_all:
+      return true;
+    default:
+      return false;
+  }
+}
 
 inline std::string list_ranks(const std::vector<std::uint32_t>& ranks) {
   std::string out;
@@ -65,9 +83,11 @@ inline std::string list_ranks(const std::vector<std::uint32_t>& ranks) {
 }
 
 /// The engine. Every collective is one *call*: `begin_locked` numbers it and sends this rank's
-/// arrival token to every peer; its MPI requests are polled by `wait_locked` until they complete
-/// or the call's deadline passes (then `fail_locked` names the missing ranks, and the engine is
-/// failed for good). The `*_locked` members need `lock()` held; the others take it themselves.
+/// arrival token to every peer (or, for a call whose terms are checked first, `headers_locked`
+/// sends the header of its terms, which stands for the token); its MPI requests are polled by
+/// `wait_locked` until they complete or the call's deadline passes (then `fail_locked` names the
+/// missing ranks, and the engine is failed for good). The `*_locked` members need `lock()` held;
+/// the others take it themselves.
 class DeadlineEngine {
  public:
   using Clock = std::chrono::steady_clock;
@@ -78,6 +98,15 @@ class DeadlineEngine {
     Kind kind = Kind::barrier;
     std::chrono::milliseconds timeout{0};
     Clock::time_point deadline;
+  };
+
+  /// What each rank passed to a collective: two counts and a description (sizes, shapes, op); and
+  /// which call it is (its number and kind: for a call `announced_by_header`, its arrival).
+  struct CallHeader {
+    std::uint64_t count[2];
+    std::uint64_t seq;
+    std::int32_t kind;
+    char description[108];
   };
 
   DeadlineEngine() = default;
@@ -93,6 +122,8 @@ class DeadlineEngine {
     world_size_ = world_size;
     arrived_.assign(world_size, 0);
     last_kind_.assign(world_size, -1);
+    header_seq_.assign(world_size, 0);
+    header_kind_.assign(world_size, -1);
     const auto deadline = Clock::now() + timeout;
     // Nobody can name the missing ranks yet: this wait reports the deadline alone.
     MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -349,7 +380,9 @@ class DeadlineEngine {
 
   // ---- the steps of a call, with lock() held ----
 
-  // Opens call number seq_+1 and tells every other rank that this one arrived.
+  // Opens call number seq_+1 and tells every other rank that this one arrived: with an arrival
+  // token, or, for a call `announced_by_header`, with the header `headers_locked` sends next (the
+  // caller's first step: a call of such a kind must exchange headers before anything else).
   Op begin_locked(Kind kind, std::optional<std::chrono::milliseconds> timeout) {
     if (failed_)
       throw error(errc::unavailable, std::string("distributed::") + name_of(static_cast<int>(kind)) +
@@ -359,7 +392,7 @@ class DeadlineEngine {
       throw error(errc::invalid_argument, std::string("distributed::") + name_of(static_cast<int>(kind)) +
                                               ": the timeout must be > 0, got " + std::to_string(t.count()) + " ms");
     Op op{++seq_, kind, t, Clock::now() + t};
-    for (std::uint32_t p = 0; p < world_size_; ++p) {
+    for (std::uint32_t p = 0; !announced_by_header(static_cast<int>(kind)) && p < world_size_; ++p) {
       if (p == rank_) continue;
       MPI_Request req = MPI_REQUEST_NULL;
       mpi_check(
@@ -369,6 +402,30 @@ class DeadlineEngine {
       MPI_Request_free(&req);
     }
     return op;
+  }
+
+  // Counts peer `p`'s call announced by header `h` as its arrival.
+  void heard_locked(std::uint32_t p, const CallHeader& h) {
+    if (!announced_by_header(h.kind)) return;  // it sent a token too
+    ++arrived_[p];
+    header_seq_[p] = h.seq;
+    header_kind_[p] = h.kind;
+  }
+
+  // On a failure only: the headers that came in without a receive of this rank's (a peer in
+  // another call, which announces itself by its header). Taking them out of order is harmless then:
+  // the session is failed, so no later call would receive them.
+  void drain_headers_locked() {
+    while (true) {
+      int flag = 0;
+      MPI_Status status;
+      mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, header_tag, arrivals_, &flag, &status), "MPI_Iprobe");
+      if (flag == 0) return;
+      CallHeader h{};
+      mpi_check(MPI_Recv(&h, sizeof h, MPI_BYTE, status.MPI_SOURCE, header_tag, arrivals_, MPI_STATUS_IGNORE),
+                "MPI_Recv");
+      heard_locked(static_cast<std::uint32_t>(status.MPI_SOURCE), h);
+    }
   }
 
   // Receives the arrival tokens that have come in.
@@ -389,27 +446,34 @@ class DeadlineEngine {
   void wait_locked(const Op& op, MPI_Request& req, const char* phase) { wait_locked(op, std::span(&req, 1), phase); }
   // Polls `reqs` until every one completes or the call's deadline passes.
   void wait_locked(const Op& op, std::span<MPI_Request> reqs, const char* phase) {
+    if (!poll_locked(op, reqs)) fail_locked(op, phase);
+  }
+  // Polls `reqs` until every one completes (true) or the call's deadline passes (false).
+  bool poll_locked(const Op& op, std::span<MPI_Request> reqs) {
     for (Poller poller(oversubscribed_);;) {
       int done = 0;
       mpi_check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall");
-      if (done != 0) return;
+      if (done != 0) return true;
       const auto now = Clock::now();
-      if (now > op.deadline) fail_locked(op, phase);
+      if (now > op.deadline) return false;
       poller.pause(now);
     }
   }
 
   [[noreturn]] void fail_locked(const Op& op, const char* phase) {
     drain_locked();
+    drain_headers_locked();
     std::vector<std::uint32_t> missing;
     std::string elsewhere;
     for (std::uint32_t p = 0; p < world_size_; ++p) {
       if (p == rank_) continue;
+      // The peer's latest call known here: its header's, when that is the latest, else its token's.
+      const int kind = header_seq_[p] == arrived_[p] ? header_kind_[p] : last_kind_[p];
       if (arrived_[p] < op.seq)
         missing.push_back(p);
-      else if (arrived_[p] == op.seq && last_kind_[p] != static_cast<int>(op.kind))
-        elsewhere += std::string(elsewhere.empty() ? "" : ", ") + "rank " + std::to_string(p) + " called " +
-                     name_of(last_kind_[p]);
+      else if (arrived_[p] == op.seq && kind != static_cast<int>(op.kind))
+        elsewhere +=
+            std::string(elsewhere.empty() ? "" : ", ") + "rank " + std::to_string(p) + " called " + name_of(kind);
     }
     std::string what = std::string("distributed::") + name_of(static_cast<int>(op.kind)) + " (call #" +
                        std::to_string(op.seq) + ") on rank " + std::to_string(rank_) + ": deadline of " +
@@ -474,12 +538,6 @@ class DeadlineEngine {
     wait_locked(op, req, "MPI_Iallgatherv");
   }
 
-  // What each rank passed to a collective: two counts and a description (sizes, shapes, op).
-  struct CallHeader {
-    std::uint64_t count[2];
-    char description[112];
-  };
-
   // Every rank's header, in rank order. Each rank sends its own to every peer and receives
   // theirs: point-to-point messages on the arrivals' communicator (tag `header_tag`), polled to the
   // deadline. An `MPI_Iallgather` on the collectives' communicator did the same with libnbc's
@@ -494,6 +552,8 @@ class DeadlineEngine {
     CallHeader& mine = all[rank_];
     mine.count[0] = a;
     mine.count[1] = b;
+    mine.seq = op.seq;
+    mine.kind = static_cast<std::int32_t>(op.kind);
     std::strncpy(mine.description, description.c_str(), sizeof mine.description - 1);
     std::vector<MPI_Request> requests;
     requests.reserve(2 * (world_size_ - 1));
@@ -511,12 +571,18 @@ class DeadlineEngine {
                 "MPI_Isend");
       requests.push_back(req);
     }
-    try {
-      wait_locked(op, requests, "exchanging the call's terms");
-    } catch (...) {
+    // The receives come first in `requests`, in peer order without this rank.
+    auto peer_of = [&](std::size_t i) { return static_cast<std::uint32_t>(i < rank_ ? i : i + 1); };
+    if (!poll_locked(op, requests)) {
+      for (std::size_t i = 0; i + 1 < world_size_; ++i) {
+        int came = 0;
+        mpi_check(MPI_Test(&requests[i], &came, MPI_STATUS_IGNORE), "MPI_Test");
+        if (came != 0) heard_locked(peer_of(i), all[peer_of(i)]);
+      }
       (void)all.release();
-      throw;
+      fail_locked(op, "exchanging the call's terms");
     }
+    for (std::size_t i = 0; i + 1 < world_size_; ++i) heard_locked(peer_of(i), all[peer_of(i)]);
     return {all.get(), all.get() + world_size_};
   }
 
@@ -564,9 +630,11 @@ class DeadlineEngine {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm arrivals_ = MPI_COMM_NULL;
   mutable std::mutex mutex_;
-  std::uint64_t seq_ = 0;               // calls made (every rank makes the same calls)
-  std::vector<std::uint64_t> arrived_;  // per peer: arrival tokens received
-  std::vector<int> last_kind_;          // per peer: the kind of its last token
+  std::uint64_t seq_ = 0;                  // calls made (every rank makes the same calls)
+  std::vector<std::uint64_t> arrived_;     // per peer: its calls known here (tokens and headers received)
+  std::vector<int> last_kind_;             // per peer: the kind of its last token
+  std::vector<std::uint64_t> header_seq_;  // per peer: the number of its last call announced by header
+  std::vector<int> header_kind_;           // and that call's kind
   bool failed_ = false;
   bool oversubscribed_ = false;  // see set_oversubscribed
   std::string failure_;
