@@ -158,7 +158,7 @@ class Future : public std::future<T> {
   ~Future() { release(); }
 
   /// `std::future<T>::get()`; the error, if any, is the caller's from here on. The future of a
-  /// small collective across processes that has not started yet runs it on this thread (see
+  /// collective across processes that has not started yet runs it on this thread (see
   /// `distributed::Session::post_awaited`); `wait()` does too.
   T get() {
     if (probe_) {
