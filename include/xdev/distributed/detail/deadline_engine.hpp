@@ -1,12 +1,14 @@
 /// \file
 /// The request and deadline engine under every distributed collective: xdev's own communicators,
-/// the arrival tokens that tell which rank never entered a call, non-blocking MPI requests polled
+/// the arrival tokens and headers that tell which rank never entered a call (counted by
+/// `Arrivals`, <xdev/distributed/detail/arrivals.hpp>), non-blocking MPI requests polled
 /// to a deadline, the cross-rank check that every rank passed the same arguments, and the bodies
 /// of the host-memory collectives. `Session` (<xdev/distributed/mpi.hpp>) owns one; the collectives
 /// over a `GlobalMesh` use it through `Session::engine()`. Not part of the public API.
 #pragma once
 
 #include <xdev/core/error.hpp>
+#include <xdev/distributed/detail/arrivals.hpp>
 #include <xdev/distributed/detail/mpi_types.hpp>
 #include <xdev/distributed/detail/poller.hpp>
 #include <xdev/distributed/detail/process.hpp>
@@ -30,58 +32,6 @@
 
 namespace xdev::distributed::detail {
 
-// What a session call is, as its arrival token says (the tokens' send buffers: static storage,
-// since the sends are never waited for).
-enum class Kind : int {
-  init = 0,
-  barrier = 1,
-  rendezvous = 2,
-  broadcast_master_param = 3,
-  finalize = 4,
-  all_reduce = 5,
-  all_gather = 6,
-  reduce_scatter = 7,
-  broadcast = 8,
-  reduce = 9,
-  collective_permute = 10,
-  all_to_all = 11
-};
-inline constexpr int kind_codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
-inline constexpr const char* kind_names[] = {"init",      "barrier",    "rendezvous",         "broadcast_master_param",
-                                             "finalize",  "all_reduce", "all_gather",         "reduce_scatter",
-                                             "broadcast", "reduce",     "collective_permute", "all_to_all"};
-static_assert(std::size(kind_codes) == std::size(kind_names), "a name and a token for every Kind");
-inline const char* name_of(int kind) {
-  return kind >= 0 && kind < static_cast<int>(std::size(kind_names)) ? kind_names[kind] : "an unknown call";
-}
-// Whether a call of `kind` tells the other ranks it has begun with the header of its terms (see
-// `DeadlineEngine::headers_locked`), which every call of that kind exchanges first thing, rather
-// than with an arrival token of its own: the header says the same, and the call then sends one
-// message to each peer instead of two.
-constexpr bool announced_by_header(int kind) {
-  switch (static_cast<Kind>(kind)) {
-    case Kind::all_reduce:
-    case Kind::all_gather:
-    case Kind::reduce_scatter:
-    case Kind::broadcast:
-    case Kind::reduce:
-    case Kind::collective_permute:
-    case Kind::all_to_all:
-      return true;
-    default:
-      return false;
-  }
-}
-
-inline std::string list_ranks(const std::vector<std::uint32_t>& ranks) {
-  std::string out;
-  for (std::uint32_t r : ranks) {
-    if (!out.empty()) out += ", ";
-    out += std::to_string(r);
-  }
-  return out;
-}
-
 /// The engine. Every collective is one *call*: `begin_locked` numbers it and sends this rank's
 /// arrival token to every peer (or, for a call whose terms are checked first, `headers_locked`
 /// sends the header of its terms, which stands for the token); its MPI requests are polled by
@@ -100,15 +50,6 @@ class DeadlineEngine {
     Clock::time_point deadline;
   };
 
-  /// What each rank passed to a collective: two counts and a description (sizes, shapes, op); and
-  /// which call it is (its number and kind: for a call `announced_by_header`, its arrival).
-  struct CallHeader {
-    std::uint64_t count[2];
-    std::uint64_t seq;
-    std::int32_t kind;
-    char description[108];
-  };
-
   DeadlineEngine() = default;
   DeadlineEngine(const DeadlineEngine&) = delete;
   DeadlineEngine& operator=(const DeadlineEngine&) = delete;
@@ -120,10 +61,7 @@ class DeadlineEngine {
   void open(std::uint32_t rank, std::uint32_t world_size, std::chrono::milliseconds timeout) {
     rank_ = rank;
     world_size_ = world_size;
-    arrived_.assign(world_size, 0);
-    last_kind_.assign(world_size, -1);
-    header_seq_.assign(world_size, 0);
-    header_kind_.assign(world_size, -1);
+    arrivals_of_.reset(world_size);
     const auto deadline = Clock::now() + timeout;
     // Nobody can name the missing ranks yet: this wait reports the deadline alone.
     MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -157,7 +95,7 @@ class DeadlineEngine {
       drain_locked();
       bool all = true;
       for (std::uint32_t p = 0; p < world_size_; ++p)
-        if (p != rank_ && arrived_[p] < seq_) all = false;
+        if (p != rank_ && arrivals_of_.count(p) < seq_) all = false;
       if (all) break;
       if (Clock::now() > op.deadline)
         throw error(errc::deadline_exceeded, "arrival tokens missing at the end of the session");
@@ -404,14 +342,6 @@ class DeadlineEngine {
     return op;
   }
 
-  // Counts peer `p`'s call announced by header `h` as its arrival.
-  void heard_locked(std::uint32_t p, const CallHeader& h) {
-    if (!announced_by_header(h.kind)) return;  // it sent a token too
-    ++arrived_[p];
-    header_seq_[p] = h.seq;
-    header_kind_[p] = h.kind;
-  }
-
   // On a failure only: the headers that came in without a receive of this rank's (a peer in
   // another call, which announces itself by its header). Taking them out of order is harmless then:
   // the session is failed, so no later call would receive them.
@@ -424,7 +354,7 @@ class DeadlineEngine {
       CallHeader h{};
       mpi_check(MPI_Recv(&h, sizeof h, MPI_BYTE, status.MPI_SOURCE, header_tag, arrivals_, MPI_STATUS_IGNORE),
                 "MPI_Recv");
-      heard_locked(static_cast<std::uint32_t>(status.MPI_SOURCE), h);
+      arrivals_of_.header(static_cast<std::uint32_t>(status.MPI_SOURCE), h);
     }
   }
 
@@ -437,8 +367,7 @@ class DeadlineEngine {
       if (flag == 0) return;
       int kind = -1;
       mpi_check(MPI_Recv(&kind, 1, MPI_INT, status.MPI_SOURCE, arrival_tag, arrivals_, MPI_STATUS_IGNORE), "MPI_Recv");
-      ++arrived_[static_cast<std::size_t>(status.MPI_SOURCE)];
-      last_kind_[static_cast<std::size_t>(status.MPI_SOURCE)] = kind;
+      arrivals_of_.token(static_cast<std::uint32_t>(status.MPI_SOURCE), kind);
     }
   }
 
@@ -463,29 +392,11 @@ class DeadlineEngine {
   [[noreturn]] void fail_locked(const Op& op, const char* phase) {
     drain_locked();
     drain_headers_locked();
-    std::vector<std::uint32_t> missing;
-    std::string elsewhere;
-    for (std::uint32_t p = 0; p < world_size_; ++p) {
-      if (p == rank_) continue;
-      // The peer's latest call known here: its header's, when that is the latest, else its token's.
-      const int kind = header_seq_[p] == arrived_[p] ? header_kind_[p] : last_kind_[p];
-      if (arrived_[p] < op.seq)
-        missing.push_back(p);
-      else if (arrived_[p] == op.seq && kind != static_cast<int>(op.kind))
-        elsewhere +=
-            std::string(elsewhere.empty() ? "" : ", ") + "rank " + std::to_string(p) + " called " + name_of(kind);
-    }
     std::string what = std::string("distributed::") + name_of(static_cast<int>(op.kind)) + " (call #" +
                        std::to_string(op.seq) + ") on rank " + std::to_string(rank_) + ": deadline of " +
-                       std::to_string(op.timeout.count()) + " ms exceeded (" + phase + "): ";
-    if (!missing.empty())
-      what += (missing.size() == 1 ? "rank " : "ranks ") + list_ranks(missing) + " of " + std::to_string(world_size_) +
-              (missing.size() == 1 ? " has" : " have") + " not arrived";
-    else if (!elsewhere.empty())
-      what += "every rank arrived, but not at the same call: " + elsewhere;
-    else
-      what += "every rank arrived, but the MPI operation did not complete";
-    what += "; the session has failed: destroying it aborts the job";
+                       std::to_string(op.timeout.count()) + " ms exceeded (" + phase +
+                       "): " + arrivals_of_.verdict(rank_, op.seq, static_cast<int>(op.kind)) +
+                       "; the session has failed: destroying it aborts the job";
     failed_ = true;
     failure_ = what;
     throw error(errc::deadline_exceeded, what);
@@ -577,12 +488,12 @@ class DeadlineEngine {
       for (std::size_t i = 0; i + 1 < world_size_; ++i) {
         int came = 0;
         mpi_check(MPI_Test(&requests[i], &came, MPI_STATUS_IGNORE), "MPI_Test");
-        if (came != 0) heard_locked(peer_of(i), all[peer_of(i)]);
+        if (came != 0) arrivals_of_.header(peer_of(i), all[peer_of(i)]);
       }
       (void)all.release();
       fail_locked(op, "exchanging the call's terms");
     }
-    for (std::size_t i = 0; i + 1 < world_size_; ++i) heard_locked(peer_of(i), all[peer_of(i)]);
+    for (std::size_t i = 0; i + 1 < world_size_; ++i) arrivals_of_.header(peer_of(i), all[peer_of(i)]);
     return {all.get(), all.get() + world_size_};
   }
 
@@ -630,11 +541,8 @@ class DeadlineEngine {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm arrivals_ = MPI_COMM_NULL;
   mutable std::mutex mutex_;
-  std::uint64_t seq_ = 0;                  // calls made (every rank makes the same calls)
-  std::vector<std::uint64_t> arrived_;     // per peer: its calls known here (tokens and headers received)
-  std::vector<int> last_kind_;             // per peer: the kind of its last token
-  std::vector<std::uint64_t> header_seq_;  // per peer: the number of its last call announced by header
-  std::vector<int> header_kind_;           // and that call's kind
+  std::uint64_t seq_ = 0;  // calls made (every rank makes the same calls)
+  Arrivals arrivals_of_;   // the peers' calls known here
   bool failed_ = false;
   bool oversubscribed_ = false;  // see set_oversubscribed
   std::string failure_;
