@@ -28,6 +28,7 @@
 #include <xdev/async/use_future.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/distributed/detail/global_axes.hpp>
+#include <xdev/distributed/detail/global_bodies.hpp>
 #include <xdev/distributed/detail/global_exchange.hpp>
 #include <xdev/distributed/detail/global_stages.hpp>
 #include <xdev/distributed/global_mesh.hpp>

@@ -29,8 +29,8 @@ namespace xdev::distributed::detail {
 /// `reservation` after the post, the collectives thread leaves it to such a waiter, which `help`
 /// lets run it (and any job posted before it) in order. A small collective lasts about as long as
 /// the two wake-ups of a hand-off between threads, and at 1 MiB they were still a tenth of its
-/// time; run by its waiter it needs neither. Only one
-/// job runs at a time, whichever thread runs it.
+/// time; run by its waiter it needs neither. Only one job runs at a time, whichever thread runs
+/// it.
 ///
 /// Posts for waiters do not wake the thread: it dozes (timed sleeps) while they come, and finds a
 /// job nobody took when it wakes. Each of those wake-ups takes a core for a moment from a process

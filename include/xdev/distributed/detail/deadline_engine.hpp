@@ -346,28 +346,28 @@ class DeadlineEngine {
   // another call, which announces itself by its header). Taking them out of order is harmless then:
   // the session is failed, so no later call would receive them.
   void drain_headers_locked() {
-    while (true) {
-      int flag = 0;
-      MPI_Status status;
-      mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, header_tag, arrivals_, &flag, &status), "MPI_Iprobe");
-      if (flag == 0) return;
-      CallHeader h{};
-      mpi_check(MPI_Recv(&h, sizeof h, MPI_BYTE, status.MPI_SOURCE, header_tag, arrivals_, MPI_STATUS_IGNORE),
-                "MPI_Recv");
-      arrivals_of_.header(static_cast<std::uint32_t>(status.MPI_SOURCE), h);
-    }
+    drain_tag_locked<CallHeader>(header_tag, MPI_BYTE, sizeof(CallHeader),
+                                 [&](std::uint32_t from, const CallHeader& h) { arrivals_of_.header(from, h); });
   }
 
   // Receives the arrival tokens that have come in.
   void drain_locked() {
+    drain_tag_locked<int>(arrival_tag, MPI_INT, 1,
+                          [&](std::uint32_t from, int kind) { arrivals_of_.token(from, kind); });
+  }
+
+  // Receives every message on `tag` that has come in, each one `M` sent as `count` of `type`, and
+  // hands it to `take` with its sender's rank.
+  template <class M, class Take>
+  void drain_tag_locked(int tag, MPI_Datatype type, int count, Take take) {
     while (true) {
       int flag = 0;
       MPI_Status status;
-      mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, arrival_tag, arrivals_, &flag, &status), "MPI_Iprobe");
+      mpi_check(MPI_Iprobe(MPI_ANY_SOURCE, tag, arrivals_, &flag, &status), "MPI_Iprobe");
       if (flag == 0) return;
-      int kind = -1;
-      mpi_check(MPI_Recv(&kind, 1, MPI_INT, status.MPI_SOURCE, arrival_tag, arrivals_, MPI_STATUS_IGNORE), "MPI_Recv");
-      arrivals_of_.token(static_cast<std::uint32_t>(status.MPI_SOURCE), kind);
+      M message{};
+      mpi_check(MPI_Recv(&message, count, type, status.MPI_SOURCE, tag, arrivals_, MPI_STATUS_IGNORE), "MPI_Recv");
+      take(static_cast<std::uint32_t>(status.MPI_SOURCE), message);
     }
   }
 

@@ -4,13 +4,14 @@
 /// sub-communicators, made once when the mesh is built, and the stages that run over them — the
 /// packed group reduction (`all_reduce`, `reduce_scatter`, `reduce`), the set-wide gather
 /// (`all_gather`, `broadcast`), and each group's members in order (`all_to_all`,
-/// `collective_permute` go through the point-to-point stages of global_stages.hpp). Not part of the
+/// `collective_permute` go through the point-to-point stages of global_exchange.hpp). Not part of the
 /// public API.
 #pragma once
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/distributed/detail/axis_groups.hpp>
+#include <xdev/distributed/detail/global_bodies.hpp>
 #include <xdev/distributed/detail/global_stages.hpp>
 #include <xdev/distributed/mpi.hpp>
 #include <xdev/memory/array.hpp>
