@@ -28,6 +28,7 @@
 #include "support/countdown.hpp"
 #include "support/ratio.hpp"
 
+#include <xdev/async/tokens.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/device.hpp>

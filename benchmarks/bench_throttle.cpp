@@ -10,6 +10,7 @@
 #include "support/countdown.hpp"
 #include "support/ratio.hpp"
 
+#include <xdev/async/tokens.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/runtime.hpp>

@@ -7,6 +7,7 @@
 // the three C functions below are exported, named after XDEV_BENCH_SIDE.
 #include "support/countdown.hpp"
 
+#include <xdev/async/tokens.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
 

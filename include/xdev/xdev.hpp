@@ -21,6 +21,7 @@
 #include <xdev/async/stream.hpp>
 #include <xdev/async/submit.hpp>
 #include <xdev/async/throttle.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>

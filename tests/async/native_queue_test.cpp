@@ -3,6 +3,7 @@
 // before it; completions are still delivered in submission order; work that is not one enqueue
 // keeps host ordering.
 #include <xdev/async/event.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/core/tools.hpp>
 #include <xdev/device/device.hpp>

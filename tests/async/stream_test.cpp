@@ -1,6 +1,7 @@
 // Streams and events: order within a stream, overlap across streams, points to wait on.
 #include <xdev/async/event.hpp>
 #include <xdev/async/stream.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/device/runtime.hpp>

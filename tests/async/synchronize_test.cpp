@@ -1,6 +1,7 @@
 // synchronize() means "everything submitted before it has completed and its completion handlers
 // have run", also when a handler was deferred out of its initiating function (a backend that
 // completes inline) or handed to another executor.
+#include <xdev/async/tokens.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/runtime.hpp>

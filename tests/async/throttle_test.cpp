@@ -1,5 +1,6 @@
 // The in-flight bound: exact, lossless, never deadlocking nested or coroutine submitters.
 #include <xdev/async/throttle.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
 

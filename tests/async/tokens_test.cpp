@@ -1,4 +1,5 @@
 // Completion tokens: every way a caller can receive a device operation's outcome.
+#include <xdev/async/tokens.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/runtime.hpp>
 

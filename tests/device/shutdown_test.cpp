@@ -1,5 +1,6 @@
 // Runtime::shutdown(mode, timeout): drain runs what was admitted, abort cancels what has not
 // started. Run by the asan and tsan suites too (a submitter racing the shutdown).
+#include <xdev/async/tokens.hpp>
 #include <xdev/backends/host.hpp>
 #include <xdev/device/device.hpp>
 #include <xdev/device/runtime.hpp>

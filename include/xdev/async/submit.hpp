@@ -1,6 +1,13 @@
 /// \file
 /// The submission path every device operation takes: in-flight slot, stream order, completion
 /// token. Backend authors never call this; `Device` and `Stream` do.
+///
+/// This header delivers to xdev's own future (`xdev::use_future`, the default token) without
+/// Asio's executor machinery, which every translation unit including it would otherwise compile.
+/// Any other completion token (a callback, `asio::detached`, `asio::use_awaitable`, a handler
+/// bound to an executor) goes to its associated executor: `<xdev/async/tokens.hpp>` brings that
+/// (`<xdev/xdev.hpp>`, AnyDevice and the ops include it). Without it such a token is one compile
+/// error that names the header.
 #pragma once
 
 #include <xdev/async/detail/capture.hpp>
@@ -12,14 +19,8 @@
 #include <xdev/core/error.hpp>
 #include <xdev/core/metrics.hpp>
 
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/detail/thread_context.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/system_executor.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -34,6 +35,7 @@
 namespace boost::asio::detail {
 template <typename, typename...>
 class awaitable_handler;
+class detached_handler;
 }  // namespace boost::asio::detail
 
 namespace xdev {
@@ -96,6 +98,69 @@ template <class Handler>
 inline constexpr bool is_future_handler = false;
 template <class... Ts>
 inline constexpr bool is_future_handler<future_handler<Ts...>> = true;
+
+/// A handler that has no executor of its own and only fulfils a promise: xdev's future. It runs
+/// on the thread that completes its work, and needs no part of Asio's executor machinery.
+template <class Handler>
+inline constexpr bool runs_in_place = is_future_handler<std::decay_t<Handler>>;
+
+template <class Handler>
+inline constexpr bool tokens_header_included = false;
+
+/// How a completion handler reaches its associated executor: `executor_type`, `get(h)`,
+/// `work_guard` (keeps the executor's context running while the work is pending), whether
+/// `dispatch` runs the function inside the call (`dispatches_inline`), `dispatch` and `post`.
+/// <xdev/async/tokens.hpp> specializes it for every handler that does not run in place; a
+/// translation unit without that header gets this primary template, which only reports it.
+template <class Handler, class = void>
+struct handler_executor;
+
+// What a handler that runs in place keeps while its work is pending: nothing.
+struct no_work_guard {
+  void reset() noexcept {}
+};
+
+template <class Handler, class>
+struct handler_executor {
+  static_assert(tokens_header_included<Handler>,
+                "xdev: this completion token (a callback, asio::detached, asio::use_awaitable, a handler bound to an "
+                "executor) needs #include <xdev/async/tokens.hpp> (or <xdev/xdev.hpp>); without it only "
+                "xdev::use_future, the default token, is available");
+  // Only so that the static_assert above is the one error the compiler reports.
+  struct executor_type {};
+  struct work_guard : no_work_guard {
+    explicit work_guard(executor_type) noexcept {}
+  };
+  static constexpr bool dispatches_inline = true;
+  static executor_type get(const Handler&) noexcept { return {}; }
+  template <class F>
+  static void dispatch(executor_type, F&&) noexcept {}
+  template <class F>
+  static void post(executor_type, F&&) noexcept {}
+};
+
+template <class Handler, bool = runs_in_place<Handler>>
+struct work_guard_of {
+  using type = typename handler_executor<Handler>::work_guard;
+  static type make(const Handler& h) { return type(handler_executor<Handler>::get(h)); }
+};
+template <class Handler>
+struct work_guard_of<Handler, true> {
+  using type = no_work_guard;
+  static type make(const Handler&) noexcept { return {}; }
+};
+
+/// Runs `f(h)` on `h`'s associated executor (`dispatch`: at once where that executor allows it).
+template <class Handler, class F>
+void dispatch_to(Handler h, F f) {
+  if constexpr (runs_in_place<Handler>) {
+    f(h);
+  } else {
+    using E = handler_executor<Handler>;
+    auto ex = E::get(h);
+    E::dispatch(ex, [h = std::move(h), f = std::move(f)]() mutable { f(h); });
+  }
+}
 
 // Counts a handler as pending on its device and its stream from when it is handed to its executor
 // until it has run or been destroyed unrun (an executor that is torn down with it queued). It
@@ -171,18 +236,7 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, const
   if constexpr (requires { h.set_error_sink(q); }) {
     if (ep) h.set_error_sink(q);
   }
-  auto ex = boost::asio::get_associated_executor(h);
-  // Completed inside its own initiating function: defer the handler. xdev's future handler only
-  // fulfils a promise and `detached` runs nothing, so both are safe at once (a post would only add
-  // a hop through the executor, for `detached` Asio's system thread pool).
-  const bool defer = initiating_depth > 0 && !is_future_handler<Handler> && !is_detached_handler<Handler> &&
-                     !completes_at_once<Handler>;
-  // The system executor's dispatch runs the function at once, inside this call; anything else may
-  // run it later.
-  const bool at_once = !defer && std::is_same_v<decltype(ex), boost::asio::system_executor>;
-  if (!at_once) ticket.keep(q, chain);
-  auto invoke = [ticket = std::move(ticket), h = std::move(h), ep = std::move(ep),
-                 ... args = std::move(args)]() mutable {
+  auto invoke = [](handler_ticket& ticket, Handler& h, std::exception_ptr& ep, Args&... args) {
     {
       async_scope scope;
       running_handler_scope running(&ticket.queue());
@@ -194,12 +248,26 @@ void deliver(handler_ticket ticket, const std::shared_ptr<DeviceQueue>& q, const
     }
     ticket.done();
   };
-  if (at_once)
-    invoke();
-  else if (defer)
-    boost::asio::post(ex, std::move(invoke));
-  else
-    boost::asio::dispatch(ex, std::move(invoke));
+  if constexpr (runs_in_place<Handler>) {
+    // xdev's future only fulfils a promise: safe at once, even inside its initiating function.
+    invoke(ticket, h, ep, args...);
+  } else {
+    using E = handler_executor<Handler>;
+    auto ex = E::get(h);
+    // Completed inside its own initiating function: defer the handler. `detached` runs nothing,
+    // so it is safe at once (a post would only add a hop through Asio's system thread pool).
+    const bool defer = initiating_depth > 0 && !is_detached_handler<Handler> && !completes_at_once<Handler>;
+    // The system executor's dispatch runs the function at once, inside this call; anything else
+    // may run it later.
+    if (!defer && E::dispatches_inline) return invoke(ticket, h, ep, args...);
+    ticket.keep(q, chain);
+    auto run = [invoke, ticket = std::move(ticket), h = std::move(h), ep = std::move(ep),
+                ... args = std::move(args)]() mutable { invoke(ticket, h, ep, args...); };
+    if (defer)
+      E::post(ex, std::move(run));
+    else
+      E::dispatch(ex, std::move(run));
+  }
 }
 
 /// `deliver` for work that belongs to the device as a whole (a collective), not to one stream.
@@ -290,7 +358,7 @@ class submit_node final : public ChainNode {
       : q_(std::move(q)),
         launch_(std::move(launch)),
         slot_(std::move(slot)),
-        work_(boost::asio::make_work_guard(boost::asio::get_associated_executor(h))),
+        work_(work_guard_of<Handler>::make(h)),
         h_(std::move(h)),
         epoch_(q_->enter_epoch()) {
     if constexpr (is_ordered_launch<Launch>) {
@@ -386,7 +454,7 @@ class submit_node final : public ChainNode {
   std::shared_ptr<DeviceQueue> q_;
   Launch launch_;
   std::shared_ptr<result_slot<T>> slot_;
-  boost::asio::executor_work_guard<boost::asio::associated_executor_t<Handler>> work_;
+  [[no_unique_address]] typename work_guard_of<Handler>::type work_;
   Handler h_;
   std::uint64_t epoch_;
   std::uint64_t activity_ = 0;  // the id profiler hooks were given at launch; 0: none
@@ -457,10 +525,9 @@ struct submit_initiation {
       // Graph capture: recorded to run at each replay; the handler completes now.
       if constexpr (std::is_void_v<T> && std::is_copy_constructible_v<Launch>) {
         sink->record(std::function<void(Completion)>(std::move(launch)));
-        auto ex = boost::asio::get_associated_executor(h);
-        boost::asio::dispatch(ex, [h = std::move(h)]() mutable {
+        dispatch_to(std::move(h), [](H& handler) {
           async_scope scope;
-          std::move(h)(std::exception_ptr{});
+          std::move(handler)(std::exception_ptr{});
         });
         return;
       } else if constexpr (!std::is_void_v<T>) {
@@ -539,12 +606,12 @@ template <class Token>
 auto async_wait(const Event& event, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
       [event](auto handler) {
-        auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
+        using H = decltype(handler);
+        auto work = detail::work_guard_of<H>::make(handler);
         event.on_ready([h = std::move(handler), work = std::move(work)]() mutable {
-          auto ex = boost::asio::get_associated_executor(h);
-          boost::asio::dispatch(ex, [h = std::move(h)]() mutable {
+          detail::dispatch_to(std::move(h), [](H& waiter) {
             detail::async_scope scope;
-            std::move(h)(std::exception_ptr{});
+            std::move(waiter)(std::exception_ptr{});
           });
           work.reset();
         });

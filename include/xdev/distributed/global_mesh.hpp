@@ -35,6 +35,7 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/async/submit.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/distributed/detail/global_axes.hpp>

@@ -17,6 +17,7 @@
 
 #include <xdev/async/queue.hpp>
 #include <xdev/async/stream.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>

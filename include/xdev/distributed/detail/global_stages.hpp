@@ -10,6 +10,7 @@
 #include <xdev/any/any_device.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/submit.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/distributed/mpi.hpp>

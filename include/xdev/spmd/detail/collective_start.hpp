@@ -6,6 +6,7 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/async/submit.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/dtype.hpp>
 #include <xdev/core/error.hpp>

@@ -8,6 +8,7 @@
 #include <xdev/async/detail/join.hpp>
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/submit.hpp>
+#include <xdev/async/tokens.hpp>
 #include <xdev/backend/completion.hpp>
 
 #include <boost/asio/associated_executor.hpp>
