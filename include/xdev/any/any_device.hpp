@@ -24,7 +24,6 @@
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/event.hpp>
 #include <xdev/async/submit.hpp>
-#include <xdev/async/tokens.hpp>
 #include <xdev/async/use_future.hpp>
 #include <xdev/backend/completion.hpp>
 #include <xdev/backend/concepts.hpp>

@@ -4,14 +4,15 @@
 /// on its associated executor, which is kept busy (a work guard) while the operation is pending.
 ///
 /// `xdev::use_future`, the default token, needs only the header of the call itself (for example
-/// <xdev/device/device.hpp>): this one brings Asio's executor machinery, about a second of
-/// compile time, for the translation units that use other tokens. `<xdev/xdev.hpp>` includes it.
+/// <xdev/device/device.hpp>): this one brings Asio's executor machinery, about a third of a second
+/// of compile time, for the translation units that use other tokens. `<xdev/xdev.hpp>` and
+/// `<xdev/ops/dispatch.hpp>` (so every op header that takes a token, and AnyDevice) include it.
 ///
 ///     #include <xdev/async/tokens.hpp>
 ///     dev.execute([] { return 42; }, [](std::exception_ptr ep, int v) { ... });
 #pragma once
 
-#include <xdev/async/submit.hpp>
+#include <xdev/async/detail/handler_executor.hpp>
 
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/dispatch.hpp>
