@@ -158,7 +158,10 @@ int print_json(const std::vector<std::string>& requested) {
         try {
           const xdev::DeviceProperties p = d.properties();
           Object props;
-          props.str("name", p.name).str("vendor", p.vendor).str("architecture", p.architecture);
+          props.str("type", xdev::name_of(p.type))
+              .str("name", p.name)
+              .str("vendor", p.vendor)
+              .str("architecture", p.architecture);
           props.str("driver_version", p.driver_version).num("compute_units", p.compute_units);
           props.num("max_work_group_size", p.max_work_group_size).num("memory_total", p.memory_total);
           props.add("memory_free", p.memory_free ? std::to_string(*p.memory_free) : "null");
@@ -296,9 +299,9 @@ int main(int argc, char** argv) {
           const xdev::DeviceProperties p = d.properties();
           auto known = [](const std::string& s) { return s.empty() ? std::string("unknown") : "\"" + s + "\""; };
           auto count = [](std::size_t n) { return n == 0 ? std::string("unknown") : std::to_string(n); };
-          std::cout << "        properties: name " << known(p.name) << ", vendor " << known(p.vendor)
-                    << ", architecture " << known(p.architecture) << ", driver " << known(p.driver_version)
-                    << ", compute units " << count(p.compute_units) << ", max work-group "
+          std::cout << "        properties: type " << p.type << ", name " << known(p.name) << ", vendor "
+                    << known(p.vendor) << ", architecture " << known(p.architecture) << ", driver "
+                    << known(p.driver_version) << ", compute units " << count(p.compute_units) << ", max work-group "
                     << count(p.max_work_group_size) << ", memory "
                     << (p.memory_total == 0 ? std::string("unknown") : bytes(p.memory_total)) << " total, "
                     << (p.memory_free ? bytes(*p.memory_free) : std::string("unknown")) << " free, "

@@ -315,6 +315,7 @@ class Cuda {
   [[nodiscard]] xdev::DeviceProperties device_properties(std::size_t device) const {
     const DeviceInfo& i = devices_.at(device)->info;
     xdev::DeviceProperties p;
+    p.type = xdev::DeviceType::gpu;
     p.name = i.name;
     p.vendor = "NVIDIA";
     int driver = 0;

@@ -88,6 +88,14 @@ struct DeviceInfo {
   bool fp64 = false;
   bool fp16 = false;
 
+  /// CL_DEVICE_TYPE as xdev's (a device of several types: its GPU, accelerator or CPU bit, in that
+  /// order, as `type_name`).
+  [[nodiscard]] xdev::DeviceType device_type() const noexcept {
+    if (type & CL_DEVICE_TYPE_GPU) return xdev::DeviceType::gpu;
+    if (type & CL_DEVICE_TYPE_ACCELERATOR) return xdev::DeviceType::accelerator;
+    if (type & CL_DEVICE_TYPE_CPU) return xdev::DeviceType::cpu;
+    return xdev::DeviceType::unknown;
+  }
   /// "CPU", "GPU", "accelerator" or "other".
   [[nodiscard]] std::string type_name() const {
     if (type & CL_DEVICE_TYPE_GPU) return "GPU";
@@ -359,12 +367,13 @@ class OpenCL {
   }
 
   /// What device `device` is as typed fields (`concepts::ReportsDeviceProperties`, ABI 1.8), from
-  /// `clGetDeviceInfo`: CL_DEVICE_NAME, CL_DEVICE_VENDOR, CL_DRIVER_VERSION, CL_DEVICE_VERSION,
+  /// `clGetDeviceInfo`: CL_DEVICE_TYPE, CL_DEVICE_NAME, CL_DEVICE_VENDOR, CL_DRIVER_VERSION, CL_DEVICE_VERSION,
   /// CL_DEVICE_MAX_COMPUTE_UNITS, CL_DEVICE_MAX_WORK_GROUP_SIZE and CL_DEVICE_GLOBAL_MEM_SIZE.
   /// OpenCL has no standard query for free memory, so `memory_free` is unknown.
   [[nodiscard]] xdev::DeviceProperties device_properties(std::size_t device) const {
     const DeviceInfo& i = devices_.at(device)->info;
     xdev::DeviceProperties p;
+    p.type = i.device_type();
     p.name = i.name;
     p.vendor = i.vendor;
     p.driver_version = i.driver_version;

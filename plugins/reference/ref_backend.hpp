@@ -67,6 +67,7 @@ class Ref {
   /// and what it has available now.
   [[nodiscard]] xdev::DeviceProperties device_properties(std::size_t device) const {
     xdev::DeviceProperties p;
+    p.type = xdev::DeviceType::cpu;
     p.name = "xdev reference device " + std::to_string(device);
     p.vendor = "xdev";
     p.driver_version = std::string(plugin_version);

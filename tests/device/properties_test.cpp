@@ -25,6 +25,7 @@ using xdev::backends::Host;
 TEST(DeviceProperties, TheHostReportsTheMachineItsThreadsAndItsMemoryNow) {
   xdev::Runtime<Host> rt({}, Host::Options{.devices = 2, .threads = 3});
   const xdev::DeviceProperties p = rt.device(1).properties();
+  EXPECT_EQ(p.type, xdev::DeviceType::cpu);
   EXPECT_EQ(p.compute_units, 3u) << "the worker threads";
   EXPECT_EQ(p.max_work_group_size, 0u) << "no work-group limit";
   EXPECT_FALSE(p.architecture.empty()) << "uname's machine";
@@ -55,6 +56,7 @@ TEST(DeviceProperties, WithoutTheHookXdevFillsInWhatItKnowsItself) {
   xdev::Runtime<SizedBackend> rt;
   const xdev::DeviceProperties p = xdev::AnyDevice(rt.device(0)).properties();
   EXPECT_EQ(p.name, "");
+  EXPECT_EQ(p.type, xdev::DeviceType::unknown);
   EXPECT_EQ(p.compute_units, 0u);
   EXPECT_FALSE(p.memory_free.has_value());
   EXPECT_EQ(p.memory_total, std::size_t{1} << 20) << "the MemoryPerDevice capability";
@@ -70,6 +72,7 @@ class BoardBackend : public SizedBackend {
   using SizedBackend::SizedBackend;
   xdev::DeviceProperties device_properties(std::size_t device) const {
     xdev::DeviceProperties p;
+    p.type = xdev::DeviceType::accelerator;
     p.name = "board " + std::to_string(device);
     p.vendor = "Example Corp";
     p.compute_units = 64;
@@ -87,6 +90,7 @@ TEST(DeviceProperties, ABackendsHookGivesItsFiguresAndXdevKeepsTheRest) {
   xdev::Runtime<BoardBackend> rt({}, std::size_t{2});
   const xdev::DeviceProperties p = rt.device(1).properties();
   EXPECT_EQ(p.name, "board 1");
+  EXPECT_EQ(p.type, xdev::DeviceType::accelerator);
   EXPECT_EQ(p.vendor, "Example Corp");
   EXPECT_EQ(p.compute_units, 64u);
   EXPECT_EQ(p.max_work_group_size, 256u);
@@ -96,10 +100,24 @@ TEST(DeviceProperties, ABackendsHookGivesItsFiguresAndXdevKeepsTheRest) {
   EXPECT_FALSE(p.supports(DType::i32));
   std::ostringstream os;
   os << p;
-  EXPECT_EQ(os.str(),
-            "{name=\"board 1\", vendor=\"Example Corp\", driver=\"\", architecture=\"\", compute_units=64, "
-            "max_work_group=256, memory_total=1073741824, memory_free=536870912, host_accessible=no, "
-            "dtypes=[f32,f64]}");
+  EXPECT_EQ(
+      os.str(),
+      "{type=accelerator, name=\"board 1\", vendor=\"Example Corp\", driver=\"\", architecture=\"\", compute_units=64, "
+      "max_work_group=256, memory_total=1073741824, memory_free=536870912, host_accessible=no, "
+      "dtypes=[f32,f64]}");
+}
+
+TEST(DeviceProperties, EachDeviceTypePrintsAsItsName) {
+  const auto text = [](xdev::DeviceType t) {
+    std::ostringstream os;
+    os << t;
+    return os.str();
+  };
+  EXPECT_EQ(text(xdev::DeviceType::unknown), "unknown");
+  EXPECT_EQ(text(xdev::DeviceType::cpu), "cpu");
+  EXPECT_EQ(text(xdev::DeviceType::gpu), "gpu");
+  EXPECT_EQ(text(xdev::DeviceType::accelerator), "accelerator");
+  EXPECT_EQ(text(static_cast<xdev::DeviceType>(9)), "unknown");
 }
 
 }  // namespace

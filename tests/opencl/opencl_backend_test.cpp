@@ -126,6 +126,8 @@ TEST_F(OpenCLBackend, PropertiesAreTheDeviceQueriesAndFreeMemoryIsUnknown) {
   for (std::size_t i = 0; i < b().device_count(); ++i) {
     const auto& info = b().device_info(i);
     const xdev::DeviceProperties p = b().device_properties(i);
+    EXPECT_EQ(p.type, info.device_type()) << "CL_DEVICE_TYPE";
+    EXPECT_NE(p.type, xdev::DeviceType::unknown) << info.type_name();
     EXPECT_EQ(p.name, info.name);
     EXPECT_FALSE(p.vendor.empty());
     EXPECT_EQ(p.vendor, info.vendor);

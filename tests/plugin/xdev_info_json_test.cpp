@@ -81,6 +81,7 @@ TEST_F(XdevInfoJson, DescribesTheBackendsDevicesAndPluginsOfTheBuild) {
   EXPECT_EQ(dev.at("max_inflight").as_int64(), 16);
   EXPECT_TRUE(dev.at("memory").at("limit").is_null() || dev.at("memory").at("limit").is_int64());
   const auto& props = dev.at("properties").as_object();
+  EXPECT_EQ(props.at("type").as_string(), "cpu");
   EXPECT_EQ(props.at("name").as_string(), "xdev reference device 0");
   EXPECT_EQ(props.at("vendor").as_string(), "xdev");
   EXPECT_EQ(props.at("compute_units").as_int64(), 1);

@@ -83,12 +83,12 @@ TEST_F(CheckTable, ATableSmallerThanV11IsRejectedALargerOneOfANewerMinorAccepted
 }
 
 TEST_F(CheckTable, EveryMinorFromTheOldestSupportedOnIsAccepted) {
-  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 12,
+  static_assert(XDEV_ABI_MIN_MINOR == 1 && XDEV_ABI_MINOR == 13,
                 "ABI 1.1 (before binary min/max), 1.2 (before describe_device), 1.3 (before exp), 1.4 (before "
                 "the queues), 1.5 (before the markers), 1.6 (before device times; same table), 1.7 (before "
                 "device properties), 1.8 (before the host-memory flag and the kernel entries), 1.9 (before "
-                "kernel windows; same table), 1.10 (before strided transfers) and 1.11 (before op windows) "
-                "are still accepted");
+                "kernel windows; same table), 1.10 (before strided transfers), 1.11 (before op windows) and "
+                "1.12 (before the device type; same table) are still accepted");
   for (std::uint32_t minor = XDEV_ABI_MIN_MINOR; minor <= XDEV_ABI_MINOR + 1; ++minor) {
     t.abi_minor = minor;
     t.struct_size = sizeof(xdev_plugin_api);
@@ -578,26 +578,44 @@ TEST_F(DevicePropertiesEntry, TheReferencePluginFillsItAndWritesOnlyWhatTheHosts
   EXPECT_EQ(p.name, "xdev reference device 1");
   EXPECT_EQ(p.vendor, "xdev");
   EXPECT_EQ(p.driver_version, "1.0.0");
+  EXPECT_EQ(p.type, xdev::DeviceType::cpu) << "ABI 1.13's device_type";
   EXPECT_EQ(p.compute_units, 1u);
   EXPECT_GT(p.memory_total, 0u);
   ASSERT_TRUE(p.memory_free.has_value());
   EXPECT_GT(*p.memory_free, 0u);
 
-  // A host whose struct ends before `architecture` (as a later field would be to an older host):
-  // the plugin writes nothing past it.
-  struct {
-    xdev_device_properties props;
-    unsigned char canary[8];
-  } older{};
-  std::memset(&older, 0xAB, sizeof older);
-  const std::size_t covered = offsetof(xdev_device_properties, architecture);
-  older.props.struct_size = covered;
-  xdev::plugin::detail::ErrorSink sink;
-  ASSERT_EQ(ref.api->device_properties(rt.backend().native_handle(), 0, &older.props, &sink.c), XDEV_OK);
-  EXPECT_EQ(older.props.struct_size, covered);
-  EXPECT_STREQ(older.props.name, "xdev reference device 0");
-  const auto* bytes = reinterpret_cast<const unsigned char*>(&older);
-  for (std::size_t i = covered; i < sizeof older; ++i) EXPECT_EQ(bytes[i], 0xAB) << "byte " << i << " was written";
+  // A host whose struct ends before `architecture` (as a later field would be to an older host),
+  // or before 1.13's `device_type` (a 1.12 host): the plugin writes nothing past it.
+  for (const std::size_t covered :
+       {offsetof(xdev_device_properties, architecture), offsetof(xdev_device_properties, device_type)}) {
+    struct {
+      xdev_device_properties props;
+      unsigned char canary[8];
+    } older{};
+    std::memset(&older, 0xAB, sizeof older);
+    older.props.struct_size = covered;
+    xdev::plugin::detail::ErrorSink sink;
+    ASSERT_EQ(ref.api->device_properties(rt.backend().native_handle(), 0, &older.props, &sink.c), XDEV_OK);
+    EXPECT_EQ(older.props.struct_size, covered);
+    EXPECT_STREQ(older.props.name, "xdev reference device 0");
+    const auto* bytes = reinterpret_cast<const unsigned char*>(&older);
+    for (std::size_t i = covered; i < sizeof older; ++i)
+      EXPECT_EQ(bytes[i], 0xAB) << "byte " << i << " was written (host struct of " << covered << " bytes)";
+  }
+}
+
+xdev_status properties_of_a_type(void*, std::uint64_t device, xdev_device_properties* out, xdev_error*) {
+  out->device_type = device == 0 ? 2 : 42;  // 2: gpu; 42: a code of a newer minor
+  return XDEV_OK;
+}
+
+TEST_F(DevicePropertiesEntry, TheDeviceTypeIsReadAndACodeThisXdevDoesNotKnowIsUnknown) {
+  t.device_properties = &properties_of_a_type;
+  xdev::Runtime<PluginBackend> rt({}, &t, ref.library);
+  EXPECT_EQ(rt.device(0).properties().type, xdev::DeviceType::gpu);
+  EXPECT_EQ(xdev::AnyDevice(rt.device(1)).properties().type, xdev::DeviceType::unknown);
+  t.device_properties = &properties_of_a_board;  // a plugin that leaves it as the host passed it
+  EXPECT_EQ(PluginBackend(&t, ref.library).device_properties(0).type, xdev::DeviceType::unknown);
 }
 
 // XDEV_PLUGIN_HOST_MEMORY (ABI 1.9): REF sets it; xdev believes it only from a 1.9 or newer table.

@@ -14,12 +14,42 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 namespace xdev {
+
+/// What kind of processor a device computes on (OpenCL's `CL_DEVICE_TYPE`, SYCL's
+/// `info::device::device_type`). `cpu` means the host's own cores: xdev's host backend, an OpenCL
+/// CPU runtime such as PoCL.
+enum class DeviceType : std::uint8_t {
+  unknown,      ///< the backend does not say
+  cpu,          ///< the host's processors
+  gpu,          ///< a graphics processor
+  accelerator,  ///< another attached processor (an FPGA, a TPU, a DSP)
+};
+
+/// "unknown", "cpu", "gpu" or "accelerator".
+constexpr std::string_view name_of(DeviceType t) noexcept {
+  switch (t) {
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::gpu:
+      return "gpu";
+    case DeviceType::accelerator:
+      return "accelerator";
+    case DeviceType::unknown:
+      break;
+  }
+  return "unknown";
+}
+inline std::ostream& operator<<(std::ostream& os, DeviceType t) {
+  return os << name_of(t);
+}
 
 /// What a device is. Unknown text is "", an unknown count or size is 0, an unknown free size is
 /// nullopt. Asked each time: `memory_free` is the driver's figure at the moment of the call.
 struct DeviceProperties {
+  DeviceType type = DeviceType::unknown;   ///< what the device computes on
   std::string name;                        ///< the device's model: "NVIDIA H100 80GB HBM3", "pthread-skylake"
   std::string vendor;                      ///< "NVIDIA Corporation", "GenuineIntel"
   std::string driver_version;              ///< the driver's own version text
@@ -38,12 +68,12 @@ struct DeviceProperties {
 
   friend bool operator==(const DeviceProperties&, const DeviceProperties&) = default;
 
-  /// `{name="pthread-skylake", vendor="GenuineIntel", driver="", architecture="x86_64", compute_units=2,
+  /// `{type=cpu, name="pthread-skylake", vendor="GenuineIntel", driver="", architecture="x86_64", compute_units=2,
   /// max_work_group=4096, memory_total=12345, memory_free=678, host_accessible=no, dtypes=[bool,...]}` (unknown sizes
   /// print as `unknown`).
   friend std::ostream& operator<<(std::ostream& os, const DeviceProperties& p) {
-    os << "{name=\"" << p.name << "\", vendor=\"" << p.vendor << "\", driver=\"" << p.driver_version
-       << "\", architecture=\"" << p.architecture << "\", compute_units=" << p.compute_units
+    os << "{type=" << p.type << ", name=\"" << p.name << "\", vendor=\"" << p.vendor << "\", driver=\""
+       << p.driver_version << "\", architecture=\"" << p.architecture << "\", compute_units=" << p.compute_units
        << ", max_work_group=" << p.max_work_group_size << ", memory_total=";
     if (p.memory_total == 0)
       os << "unknown";

@@ -103,7 +103,7 @@ class Host {
     return d;
   }
 
-  /// What a host device is as typed fields (`concepts::ReportsDeviceProperties`): the CPU's model
+  /// What a host device is as typed fields (`concepts::ReportsDeviceProperties`): a CPU, its model
   /// and vendor, the kernel ("Linux 6.1.0-...") as the driver, the worker threads as compute units,
   /// no work-group limit (0), the machine's memory as the total and what it has available now as
   /// the free memory. Every host device of a machine reports the same memory: they share it.

@@ -49,8 +49,7 @@ extern "C" {
  * around (its CPU fallback, the host's ordering, "unknown"); a plugin reads an appended field of
  * the host's structs only when their `struct_size` covers it. So older plugins keep working with a
  * newer xdev, and newer plugins with an older one.
- * - 1.0 was the development table of xdev 0.0 (no `flags`, no `op_dtypes`); no longer accepted.
- * - 1.1 is the first stable table.
+ * - 1.0 (xdev 0.0's development table) is no longer accepted; 1.1 is the first stable table.
  * - 1.2 adds binary min/max (XDEV_BINARY_MIN, XDEV_BINARY_MAX); a 1.1 plugin never receives them.
  * - 1.3 appends `describe_device`.
  * - 1.4 adds XDEV_OP_EXP (`xdev_exp_args`) and appends its entry `exp`.
@@ -67,8 +66,9 @@ extern "C" {
  *   (`xdev_strided_region`; without both, xdev copies a strided window one row at a time), and
  *   `copy_between_strided` (without it, one `copy_between` per row).
  * - 1.12 appends windows for operations: `open_window`, `close_window` (without both, an op on a
- *   window of an array at an offset runs through xdev's CPU fallback, which stages the window). */
-#define XDEV_ABI_MINOR 12
+ *   window of an array at an offset runs through xdev's CPU fallback, which stages the window).
+ * - 1.13 appends `device_type` to `xdev_device_properties` (the table is unchanged). */
+#define XDEV_ABI_MINOR 13
 /* The oldest minor of XDEV_ABI_MAJOR this xdev accepts. */
 #define XDEV_ABI_MIN_MINOR 1
 
@@ -130,8 +130,7 @@ typedef int32_t xdev_status;
 #define XDEV_BINARY_MIN 2
 #define XDEV_BINARY_MAX 3
 
-/* xdev_plugin_api::flags */
-/* The library must never be unloaded (it registers atexit handlers, keeps threads, ...). */
+/* xdev_plugin_api::flags. NEVER_UNLOAD: the library must never be unloaded (atexit handlers, threads). */
 #define XDEV_PLUGIN_NEVER_UNLOAD 0x1u
 /* Since 1.9: handles are host addresses, both ways: `allocate` returns the block's address, which
  * the process may read and write (from any thread, once the work submitted on it has completed),
@@ -154,10 +153,9 @@ typedef struct xdev_error {
 /* Reports the end of asynchronous work: `complete(context, XDEV_OK, NULL)` on success, or an error
  * code and message (copied during the call). Called exactly once.
  * Since 1.7 (present when `struct_size` covers it; may be null): `device_times(context, begin_ns,
- * end_ns)`, called at most once, on the thread that calls `complete`, just before it, says when the
- * device began and ended the work, in nanoseconds of the host's CLOCK_MONOTONIC (the plugin
- * converts its device clock). xdev then shows the device's times in its traces and profiler hooks
- * and uses them for `Event::elapsed_time`. */
+ * end_ns)`, called at most once, on the thread that calls `complete`, just before it: when the
+ * device began and ended the work, in ns of the host's CLOCK_MONOTONIC (the plugin converts its
+ * clock). xdev shows them in traces and profiler hooks and uses them for `Event::elapsed_time`. */
 typedef struct xdev_completion {
   size_t struct_size;
   void* context;
@@ -356,6 +354,8 @@ typedef struct xdev_device_properties {
   uint64_t max_work_group_size; /* the largest work-group (block) of a kernel; 0: none or unknown */
   uint64_t memory_total;        /* bytes of device memory; 0: unknown */
   uint64_t memory_free;         /* bytes the driver says are free now; UINT64_MAX: unknown */
+  /* ---- since 1.13 ---- */
+  uint32_t device_type; /* xdev::DeviceType: 0 unknown, 1 cpu, 2 gpu, 3 accelerator */
 } xdev_device_properties;
 
 /* ---- user kernels (since 1.9) ---------------------------------------------------------- */

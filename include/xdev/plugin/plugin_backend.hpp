@@ -195,8 +195,8 @@ class PluginBackend {
     return text != nullptr ? std::string(text) : std::string();
   }
   /// What device `device` is as typed fields, in the plugin's words (its `device_properties` entry,
-  /// ABI 1.8): every field unknown when the plugin gives none (an older table, a null entry). Asked
-  /// on every call (`concepts::ReportsDeviceProperties`).
+  /// ABI 1.8; `type` since 1.13): every field unknown when the plugin gives none (an older table, a
+  /// null entry, a type code this xdev does not know). Asked on every call.
   /// \throws xdev::error `errc::invalid_argument` for a device out of range, and the plugin's error
   /// with its code: "REF: device_properties: <message>".
   [[nodiscard]] DeviceProperties device_properties(std::size_t device) const {
@@ -218,6 +218,8 @@ class PluginBackend {
     p.max_work_group_size = static_cast<std::size_t>(c.max_work_group_size);
     p.memory_total = static_cast<std::size_t>(c.memory_total);
     if (c.memory_free != UINT64_MAX) p.memory_free = static_cast<std::size_t>(c.memory_free);
+    if (c.device_type <= static_cast<std::uint32_t>(DeviceType::accelerator))  // a newer code: unknown
+      p.type = static_cast<DeviceType>(c.device_type);
     return p;
   }
   /// The options this backend object was created with.

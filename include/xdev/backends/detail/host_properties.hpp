@@ -38,6 +38,7 @@ inline std::string proc_field(const char* file, std::string_view key) {
 /// The parts of the host's properties that do not change while the process runs.
 inline DeviceProperties host_static_properties() {
   DeviceProperties p;
+  p.type = DeviceType::cpu;
   p.name = proc_field("/proc/cpuinfo", "model name");
   p.vendor = proc_field("/proc/cpuinfo", "vendor_id");
   if (struct utsname u{}; ::uname(&u) == 0) {

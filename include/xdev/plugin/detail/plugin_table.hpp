@@ -282,6 +282,7 @@ struct PluginTable {
       c.max_work_group_size = props.max_work_group_size;
       c.memory_total = props.memory_total;
       c.memory_free = props.memory_free ? *props.memory_free : UINT64_MAX;
+      c.device_type = static_cast<std::uint32_t>(props.type);
       const std::size_t covered = std::min(out->struct_size, sizeof c);  // read before it is overwritten
       c.struct_size = covered;
       std::memcpy(static_cast<void*>(out), &c, covered);
