@@ -458,9 +458,9 @@ struct submit_initiation {
       // Graph capture: recorded to run at each replay; the handler completes now.
       if constexpr (std::is_void_v<T> && std::is_copy_constructible_v<Launch>) {
         sink->record(std::function<void(Completion)>(std::move(launch)));
-        dispatch_to(std::move(h), [](H& handler) {
+        dispatch_to(std::move(h), [](H& recorded) {
           async_scope scope;
-          std::move(handler)(std::exception_ptr{});
+          std::move(recorded)(std::exception_ptr{});
         });
         return;
       } else if constexpr (!std::is_void_v<T>) {
