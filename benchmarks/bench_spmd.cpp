@@ -17,6 +17,14 @@
 // device (`execute_noop`: the latency goal). Figures as nccl-tests defines them: algbw = S / t for
 // S bytes per rank, busbw = algbw * 2(k-1)/k. all_reduce/n<k>/algorithms/<bytes> runs the ring,
 // direct and shared-memory algorithms, forced, side by side (and the memcpy).
+//
+// At the sizes with a bandwidth goal, a third side, `traffic_floor`, is what the memory system
+// allows the shared-memory all_reduce: that algorithm reads every element of the k arrays once and
+// writes it back once, in place (2·k·S bytes), on the host's cores. The floor does the same to k·S
+// bytes of its own (each element multiplied by a 1 the compiler cannot see) with as many threads
+// as the all_reduce can run at once (k, at most the host's cores), each its own slice.
+// `all_reduce/traffic_floor` near 1 says the all_reduce runs at the memory's speed whatever
+// busbw/memcpy reads: busbw counts 2(k-1)/k·S of that traffic, one thread's memcpy moves 2·S.
 #include "support/ratio.hpp"
 
 #include <xdev/any/any_device.hpp>
@@ -43,6 +51,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -316,7 +325,31 @@ struct ReduceData {
   std::vector<float> src;
   std::vector<float> dst;
   std::vector<spmd::CollectiveAlgorithm> warmed;
+  // The traffic floor's k·S bytes, read and written in place (made on first use, at the goal sizes).
+  std::vector<float> floor_data;
 };
+
+// The threads the shared-memory all_reduce over `ranks` host devices runs on at once.
+std::size_t floor_threads(std::size_t ranks) {
+  return std::max<std::size_t>(1, std::min<std::size_t>(ranks, std::thread::hardware_concurrency()));
+}
+
+// One pass of the traffic floor: every element of `f.floor_data` read and written back in place
+// by `threads` threads, each a contiguous slice.
+void traffic_floor_pass(ReduceData& f, std::size_t threads) {
+  float one = 1.0f;
+  benchmark::DoNotOptimize(one);
+  float* data = f.floor_data.data();
+  const std::size_t n = f.floor_data.size();
+  std::vector<std::thread> passes;
+  passes.reserve(threads);
+  for (std::size_t t = 0; t < threads; ++t)
+    passes.emplace_back([data, one, from = n * t / threads, to = n * (t + 1) / threads] {
+      for (std::size_t i = from; i < to; ++i) data[i] *= one;
+    });
+  for (auto& p : passes) p.join();
+  benchmark::ClobberMemory();
+}
 
 ReduceData& reduce_data(std::size_t ranks, std::size_t bytes) {
   return fixture<ReduceData>("all_reduce/" + std::to_string(ranks) + "/" + std::to_string(bytes),
@@ -378,6 +411,13 @@ void all_reduce_automatic(benchmark::State& st, std::size_t ranks) {
   const std::int64_t chunk = reduce_chunk(bytes);
   std::vector<xdev_bench::Side> sides{counted("all_reduce", reduce, f.mesh.devices(), moved), {"memcpy", plain_memcpy}};
   if (bytes == latency_bytes) sides.push_back({"execute_noop", execute_noop});
+  if (std::find(std::begin(bandwidth_goal_sizes), std::end(bandwidth_goal_sizes), bytes) !=
+      std::end(bandwidth_goal_sizes)) {
+    if (f.floor_data.empty()) f.floor_data.assign(ranks * bytes / sizeof(float), 1.0f);
+    sides.push_back({"traffic_floor", [&f, threads = floor_threads(ranks)](std::int64_t calls) {
+                       for (std::int64_t i = 0; i < calls; ++i) traffic_floor_pass(f, threads);
+                     }});
+  }
   xdev_bench::run_interleaved(st, sides, chunk, 1, double(bytes));
   reduce_counters(st, "", "all_reduce", ranks, bytes, moved, chunk);
   memcpy_counter(st, bytes);
@@ -476,6 +516,14 @@ void register_one(const std::string& name, std::function<void(benchmark::State&)
                              .goal = goal ? xdev_bench::Goal::at_least : xdev_bench::Goal::none,
                              .bound = goal ? bandwidth_goal : 0.0,
                              .unit = "S"});
+      if (goal)
+        xdev_bench::add_ratio({.label = "all_reduce n=" + std::to_string(k) + " " + size_label(n) +
+                                        " time all_reduce/traffic_floor (2kS bytes, " +
+                                        std::to_string(floor_threads(k)) + " threads)",
+                               .benchmark = base + "/automatic/" + std::to_string(n),
+                               .subject = "all_reduce",
+                               .baseline = "traffic_floor",
+                               .unit = "op"});
       if (n == latency_bytes)
         xdev_bench::add_ratio(
             {.label = "all_reduce n=" + std::to_string(k) + " " + size_label(n) + " latency all_reduce/execute_noop",

@@ -6,6 +6,7 @@
 
 #include <xdev/any/any_device.hpp>
 #include <xdev/backends/host.hpp>
+#include <xdev/core/half.hpp>
 #include <xdev/core/log.hpp>
 #include <xdev/core/metrics.hpp>
 #include <xdev/core/tools.hpp>
@@ -280,6 +281,50 @@ TEST_F(Collectives, AllReduceFloatMinAndMaxAreExact) {
     for (auto op : {ReduceOp::min, ReduceOp::max}) {
       check_all_reduce<float>(line(3), {"data"}, large, op, {.algorithm = alg}, std::string("f32 ") + name_of(op));
       check_all_reduce<double>(line(4), {"data"}, 33, op, {.algorithm = alg}, std::string("f64 ") + name_of(op));
+    }
+}
+
+// f16 and bf16 through the shared-memory step: each combine is computed in float and rounded once,
+// in group order (the mean's scale by 1/k rounded to the type first), on a length that leaves a
+// partial tile at the end of every participant's chunk.
+template <class H>
+void check_half_all_reduce(const Mesh& mesh, ReduceOp op, const std::string& what) {
+  constexpr std::size_t n = 1003;
+  const std::size_t k = mesh.size();
+  std::vector<std::vector<H>> inputs;
+  std::vector<AnyArray<H>> arrays;
+  for (std::size_t i = 0; i < k; ++i) {
+    std::vector<H> h(n);
+    for (std::size_t j = 0; j < n; ++j) h[j] = H(static_cast<float>(value<double>(i, j)));
+    arrays.push_back(upload<H>(mesh.device(i), Shape{static_cast<Shape::value_type>(n)}, h));
+    inputs.push_back(std::move(h));
+  }
+  spmd::all_reduce(mesh, "data", std::span(arrays), op, {.algorithm = CollectiveAlgorithm::shared_memory}).get();
+  std::vector<H> want = inputs[0];
+  for (std::size_t q = 1; q < k; ++q)
+    for (std::size_t j = 0; j < n; ++j) {
+      const float a = static_cast<float>(want[j]), b = static_cast<float>(inputs[q][j]);
+      want[j] = op == ReduceOp::max ? (a < b ? inputs[q][j] : want[j]) : H(a + b);
+    }
+  if (op == ReduceOp::mean) {
+    const H alpha(static_cast<float>(1.0 / static_cast<double>(k)));
+    for (auto& w : want) w = H(static_cast<float>(w) * static_cast<float>(alpha));
+  }
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::vector<H> got = download(arrays[i]);
+    std::size_t wrong = 0;
+    for (std::size_t j = 0; j < n; ++j)
+      if (static_cast<float>(got[j]) != static_cast<float>(want[j])) ++wrong;
+    EXPECT_EQ(wrong, 0u) << what << ", device " << i;
+  }
+}
+
+TEST_F(Collectives, HalfPrecisionAllReduceInSharedMemoryRoundsEachCombineOnce) {
+  for (std::size_t k : {2, 3, 4})
+    for (auto op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
+      const std::string what = " k=" + std::to_string(k) + " " + name_of(op);
+      check_half_all_reduce<xdev::f16>(line(k), op, "f16" + what);
+      check_half_all_reduce<xdev::bf16>(line(k), op, "bf16" + what);
     }
 }
 
