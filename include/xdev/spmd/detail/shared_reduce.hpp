@@ -1,5 +1,5 @@
 /// \file
-/// The arithmetic of the shared-memory collectives: a block-wise reduction of host arrays into
+/// The arithmetic of the shared-memory collectives: a tile-wise reduction of host arrays into
 /// several destinations, with the portable ops' arithmetic (internal to the SPMD collectives).
 #pragma once
 
