@@ -96,11 +96,18 @@ struct DeviceInfo {
     if (type & CL_DEVICE_TYPE_CPU) return xdev::DeviceType::cpu;
     return xdev::DeviceType::unknown;
   }
-  /// "CPU", "GPU", "accelerator" or "other".
+  /// "CPU", "GPU", "accelerator" or "other" (`device_type` in the descriptions' words).
   [[nodiscard]] std::string type_name() const {
-    if (type & CL_DEVICE_TYPE_GPU) return "GPU";
-    if (type & CL_DEVICE_TYPE_ACCELERATOR) return "accelerator";
-    if (type & CL_DEVICE_TYPE_CPU) return "CPU";
+    switch (device_type()) {
+      case xdev::DeviceType::gpu:
+        return "GPU";
+      case xdev::DeviceType::accelerator:
+        return "accelerator";
+      case xdev::DeviceType::cpu:
+        return "CPU";
+      case xdev::DeviceType::unknown:
+        break;
+    }
     return "other";
   }
 };
