@@ -906,6 +906,25 @@ TEST_F(Collectives, DeadlineNamesTheDeviceThatDidNotArrive) {
   check_all_reduce<float>(mesh, {"data"}, 1000, ReduceOp::sum, {}, "after the deadline");
 }
 
+// The deadline timer keeps the entries of ended deadlines for the next ones (no allocation per
+// collective): a deadline set on a reused entry still fires, whether the entries before it were
+// cancelled (collectives that completed in time) or fired (the one that timed out last round).
+TEST_F(Collectives, ADeadlineFiresAfterManyCollectivesEndedBeforeTheirs) {
+  const Mesh mesh = line(2);
+  auto arrays = arrays_for<float>(mesh, {64});
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 100; ++i) spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::max).get();
+    std::latch release(1);
+    auto blocker = mesh.device(1).execute([&] { release.wait(); });
+    auto f = spmd::all_reduce(mesh, "data", std::span(arrays), ReduceOp::max, {.timeout = 100ms});
+    ASSERT_EQ(f.wait_for(10s), std::future_status::ready) << "round " << round;
+    expect_error(xdev::errc::deadline_exceeded, [&] { f.get(); },
+                 {"did not complete within 100 ms", "HOST:1 did not arrive"});
+    release.count_down();
+    blocker.get();
+  }
+}
+
 TEST_F(Collectives, StepsQueuedOnADeviceStuckMidCollectiveRunSafelyAfterTheDeadline) {
   const Mesh mesh = line(4);
   auto arrays = arrays_for<float>(mesh, {large});

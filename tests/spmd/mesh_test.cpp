@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -40,7 +41,7 @@ class MeshTest : public ::testing::Test {
     return out;
   }
 
-  xdev::Runtime<Host> rt{{}, Host::Options{.devices = 8, .threads = 2}};
+  xdev::Runtime<Host> rt{{}, Host::Options{.devices = 12, .threads = 2}};
 };
 
 // ---- construction errors ----------------------------------------------------------------------
@@ -195,6 +196,57 @@ TEST_F(MeshTest, GroupsOnAThreeAxisMesh) {
   const std::vector<std::string> ac{"a", "c"};
   EXPECT_EQ(mesh.groups(ac), (G{{0, 1, 4, 5}, {2, 3, 6, 7}}));
   EXPECT_EQ(mesh.groups("b"), (G{{0, 2}, {1, 3}, {4, 6}, {5, 7}}));
+}
+
+// Every ordered choice of axes of a {2, 3, 2} mesh against a reference written from the
+// definition: a device's group is keyed by its coordinates on the other axes, its position by its
+// coordinates on the chosen ones (row-major in the order given), and groups are ordered by their
+// first member.
+TEST_F(MeshTest, GroupsMatchTheirDefinitionForEveryOrderOfAxes) {
+  const std::vector<std::int64_t> shape{2, 3, 2};
+  const std::vector<std::string> names{"a", "b", "c"};
+  const Mesh mesh(devices(12), shape, names);
+  auto coords = [&](std::size_t flat) {
+    std::vector<std::size_t> c(3);
+    for (std::size_t a = 3; a-- > 0;) {
+      c[a] = flat % static_cast<std::size_t>(shape[a]);
+      flat /= static_cast<std::size_t>(shape[a]);
+    }
+    return c;
+  };
+  auto reference = [&](const std::vector<std::size_t>& along) {
+    std::vector<std::vector<std::size_t>> keys;  // per group: the other coordinates
+    std::vector<std::vector<std::size_t>> out;
+    std::size_t size = 1;
+    for (auto a : along) size *= static_cast<std::size_t>(shape[a]);
+    for (std::size_t flat = 0; flat < 12; ++flat) {
+      const auto c = coords(flat);
+      std::vector<std::size_t> key;
+      for (std::size_t a = 0; a < 3; ++a)
+        if (std::find(along.begin(), along.end(), a) == along.end()) key.push_back(c[a]);
+      std::size_t pos = 0;
+      for (auto a : along) pos = pos * static_cast<std::size_t>(shape[a]) + c[a];
+      auto it = std::find(keys.begin(), keys.end(), key);
+      if (it == keys.end()) {
+        keys.push_back(key);
+        out.emplace_back(size);
+        it = keys.end() - 1;
+      }
+      out[static_cast<std::size_t>(it - keys.begin())][pos] = flat;
+    }
+    return out;
+  };
+  const std::vector<std::vector<std::size_t>> orders{{0},    {1},    {2},    {0, 1},    {1, 0},    {0, 2},
+                                                     {2, 0}, {1, 2}, {2, 1}, {0, 1, 2}, {2, 1, 0}, {1, 2, 0}};
+  for (const auto& along : orders) {
+    std::vector<std::string> axes;
+    std::string label;
+    for (auto a : along) {
+      axes.push_back(names[a]);
+      label += names[a];
+    }
+    EXPECT_EQ(mesh.groups(std::span<const std::string>(axes)), reference(along)) << "axes " << label;
+  }
 }
 
 TEST_F(MeshTest, GroupsRejectUnknownOrRepeatedAxes) {

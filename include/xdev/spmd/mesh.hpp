@@ -140,34 +140,42 @@ class Mesh {
   /// first member. An empty `axes` gives one group per device.
   /// \throws xdev::error `errc::invalid_argument` for an unknown axis or one named twice.
   [[nodiscard]] std::vector<std::vector<std::size_t>> groups(std::span<const std::string> axes) const {
-    std::vector<std::size_t> along;
+    // Per named axis, in the order given: its index and its stride in a group (row-major on `axes`).
+    struct Along {
+      std::size_t axis;
+      std::size_t stride = 1;
+    };
+    std::vector<Along> along;
+    along.reserve(axes.size());
     for (const auto& name : axes) {
       const auto a = axis_index(name);
-      if (std::ranges::find(along, a) != along.end())
+      if (std::ranges::any_of(along, [a](const Along& x) { return x.axis == a; }))
         throw error(errc::invalid_argument, "axis '" + name + "' is named twice in a collective's axes");
-      along.push_back(a);
+      along.push_back({a});
     }
-    std::vector<std::int64_t> group_shape;
-    for (auto a : along) group_shape.push_back(shape_[a]);
-    const auto group_strides = make_strides(group_shape);
-    const std::size_t group_size = product(group_shape);
-
+    std::size_t group_size = 1;
+    for (std::size_t i = along.size(); i-- > 0;) {
+      along[i].stride = group_size;
+      group_size *= static_cast<std::size_t>(shape_[along[i].axis]);
+    }
+    // A device's group is numbered by its coordinates on the other axes, row-major in mesh order:
+    // the order of the groups' first members (those coordinates with every one on `axes` 0).
     std::vector<std::vector<std::size_t>> out;
-    std::vector<std::ptrdiff_t> group_of(devices_.size(), -1);
+    out.reserve(devices_.size() / group_size);
+    for (std::size_t g = 0; g < devices_.size() / group_size; ++g) out.emplace_back(group_size);
     for (std::size_t flat = 0; flat < devices_.size(); ++flat) {
-      // The group's first member: this device with its coordinates on `along` set to 0.
-      std::size_t base = flat;
+      std::size_t group = 0;
       std::size_t pos = 0;
-      for (std::size_t i = 0; i < along.size(); ++i) {
-        const auto c = (flat / strides_[along[i]]) % static_cast<std::size_t>(shape_[along[i]]);
-        base -= c * strides_[along[i]];
-        pos += c * group_strides[i];
+      for (std::size_t a = 0; a < shape_.size(); ++a) {
+        const auto extent = static_cast<std::size_t>(shape_[a]);
+        const std::size_t c = (flat / strides_[a]) % extent;
+        const auto x = std::ranges::find(along, a, &Along::axis);
+        if (x != along.end())
+          pos += c * x->stride;
+        else
+          group = group * extent + c;
       }
-      if (group_of[base] < 0) {
-        group_of[base] = static_cast<std::ptrdiff_t>(out.size());
-        out.emplace_back(group_size);
-      }
-      out[static_cast<std::size_t>(group_of[base])][pos] = flat;
+      out[group][pos] = flat;
     }
     return out;
   }

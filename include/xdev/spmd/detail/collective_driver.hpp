@@ -10,6 +10,7 @@
 #include <xdev/backend/completion.hpp>
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/error.hpp>
+#include <xdev/spmd/detail/collective_plan.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -70,7 +71,16 @@ class DeadlineTimer {
     std::lock_guard lk(m_);
     const std::uint64_t id = ++last_id_;
     if (stopping_) return id;  // at exit: nobody will wait for the result any more
-    const auto entry = entries_.emplace(Key{when, id}, std::move(f)).first;
+    Entries::iterator entry;
+    if (!spare_.empty()) {  // a node of an earlier entry: no allocation
+      Entries::node_type node = std::move(spare_.back());
+      spare_.pop_back();
+      node.key() = Key{when, id};
+      node.mapped() = std::move(f);
+      entry = entries_.insert(std::move(node)).position;
+    } else {
+      entry = entries_.emplace(Key{when, id}, std::move(f)).first;
+    }
     if (!thread_.joinable()) {
       try {
         thread_ = std::thread([this] { run(); });
@@ -92,19 +102,27 @@ class DeadlineTimer {
     for (auto it = entries_.begin(); it != entries_.end(); ++it)
       if (it->first.id == id) {
         dropped = std::move(it->second);
-        entries_.erase(it);
+        keep_node(entries_.extract(it));
         break;
       }
   }
 
  private:
-  DeadlineTimer() = default;
+  DeadlineTimer() { spare_.reserve(max_spare); }
 
   struct Key {
     Clock::time_point when;
     std::uint64_t id;
     bool operator<(const Key& o) const noexcept { return when != o.when ? when < o.when : id < o.id; }
   };
+  using Entries = std::map<Key, Callback>;
+
+  // The nodes of entries that ended, for the next ones: collectives started one after another
+  // then schedule and cancel their deadlines without allocating. Callback moved out (empty).
+  static constexpr std::size_t max_spare = 64;
+  void keep_node(Entries::node_type node) noexcept {
+    if (spare_.size() < max_spare) spare_.push_back(std::move(node));  // within the reserve: no throw
+  }
 
   // Cancelling never wakes the thread: it wakes at the time it chose, finds the entry gone and
   // sleeps until the next one (or until a new entry is due earlier).
@@ -127,7 +145,7 @@ class DeadlineTimer {
         continue;
       }
       Callback f = std::move(first->second);
-      entries_.erase(first);
+      keep_node(entries_.extract(first));
       lk.unlock();
       {
         // What the callback starts must not block this thread (see in_async_context()).
@@ -144,7 +162,8 @@ class DeadlineTimer {
 
   std::mutex m_;
   std::condition_variable cv_;
-  std::map<Key, Callback> entries_;
+  Entries entries_;
+  std::vector<Entries::node_type> spare_;
   std::uint64_t last_id_ = 0;
   bool stopping_ = false;
   // When the thread will next look at the entries by itself: min() while it is awake.
@@ -183,22 +202,22 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
  public:
   using Finish = xdev::detail::unique_function<void(std::exception_ptr)>;
 
-  /// `what` names the collective in messages ("all_reduce over axis 'data'"). `devices[p]` is
-  /// participant p's device and `steps[p]` the length of its program (at least 1: the arrival).
-  CollectiveDriver(std::string what, std::vector<AnyDevice> devices, std::vector<std::size_t> steps)
-      : what_(std::move(what)), devices_(std::move(devices)), steps_(std::move(steps)) {
-    for (auto n : steps_) {
-      progress_.push_back(Progress{0, 0, std::vector<std::size_t>(n, 0), std::vector<bool>(n, false)});
-      total_steps_ += n;
-    }
-  }
+  /// The collective `plan` (its `what` names the collective in messages, "all_reduce over axis
+  /// 'data'"), with one participant per array of `plan.in`, on that array's device. Every program
+  /// is one step long (the arrival) until `set_steps`; the derived class sets them and calls
+  /// `lay_out` in its constructor.
+  explicit CollectiveDriver(CollectivePlan plan) : plan_(std::move(plan)), parts_(plan_.in.size()) {}
   CollectiveDriver(const CollectiveDriver&) = delete;
   CollectiveDriver& operator=(const CollectiveDriver&) = delete;
 
   virtual ~CollectiveDriver() {
     // Only reachable without a result when the collective was never started.
-    if (finish_) finish_(std::make_exception_ptr(error(errc::internal, what_ + " was abandoned before it completed")));
+    if (finish_)
+      finish_(std::make_exception_ptr(error(errc::internal, plan_.what + " was abandoned before it completed")));
   }
+
+  /// "all_reduce over axis 'data'": the collective, for messages (as long as this object lives).
+  [[nodiscard]] const std::string& what() const noexcept { return plan_.what; }
 
   /// Starts the collective: `finish` receives its outcome exactly once, at the latest `timeout`
   /// from now. Must be called on a thread in an async context (the initiation sets one up), so
@@ -251,7 +270,26 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
   /// Frees the temporaries (called once nothing submitted can touch them any more).
   virtual void release_temporaries() noexcept = 0;
 
-  [[nodiscard]] const std::vector<AnyDevice>& devices() const noexcept { return devices_; }
+  [[nodiscard]] const CollectivePlan& plan() const noexcept { return plan_; }
+  /// Participant `p`'s device.
+  [[nodiscard]] const AnyDevice& device(std::size_t p) const noexcept { return plan_.in[p].device; }
+
+  /// Sets the length of participant `p`'s program (at least 1: the arrival); then `lay_out`.
+  void set_steps(std::size_t p, std::size_t steps) noexcept { parts_[p].steps = steps < 1 ? 1 : steps; }
+  /// Sizes the per-step records once every program's length is set (before `start`). Every
+  /// record of the collective lives in one of four blocks allocated here: a call costs the same
+  /// few allocations however many devices and steps it has.
+  void lay_out() {
+    std::size_t at = 0;
+    for (auto& part : parts_) {
+      part.first = at;
+      at += part.steps;
+    }
+    total_steps_ = at;
+    state_.assign(at, StepState{});
+    ready_.reserve(at);
+    scratch_.reserve(parts_.size());
+  }
 
   /// A completion handler (`void(std::exception_ptr)`) for one operation of step `step` of
   /// participant `who`: the step completes when all of its operations have. A handler that is
@@ -278,8 +316,8 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
         return;
       }
       d_->arrive(who_, step_,
-                 std::make_exception_ptr(error(errc::cancelled, "an operation of " + d_->what_ + " on " +
-                                                                    d_->devices_[who_].name() +
+                 std::make_exception_ptr(error(errc::cancelled, "an operation of " + d_->plan_.what + " on " +
+                                                                    d_->device(who_).name() +
                                                                     " was discarded before it ran")));
     }
     void operator()(std::exception_ptr ep) {
@@ -299,28 +337,34 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
   /// catch nothing.
   StepToken token(std::size_t who, std::size_t step) {
     std::lock_guard lk(m_);
-    ++progress_[who].pending[step];
+    ++step_locked(who, step).pending;
     ++outstanding_;
     return StepToken(shared_from_this(), who, step);
   }
 
  private:
-  struct Progress {
-    std::size_t next;                  // the next step to submit
-    std::size_t completed;             // every step below this one has completed
-    std::vector<std::size_t> pending;  // operations (and the driver's hold) not yet completed
-    std::vector<bool> done;
+  // A participant's program.
+  struct Part {
+    std::size_t steps = 1;      // its length
+    std::size_t first = 0;      // where its steps' records start in state_
+    std::size_t next = 0;       // the next step to submit
+    std::size_t completed = 0;  // every step below this one has completed
   };
+  struct StepState {
+    std::size_t pending = 0;  // operations (and the driver's hold) not yet completed
+    bool done = false;
+  };
+  StepState& step_locked(std::size_t who, std::size_t step) noexcept { return state_[parts_[who].first + step]; }
 
   // Besides its own dependencies, every later step waits for its participant's arrival: a device
   // that never arrives then has nothing of the collective queued but the marker.
   bool deps_met_locked(std::size_t who, std::size_t step, std::vector<StepRef>& scratch) const {
     if (step == 0) return true;
-    if (progress_[who].completed == 0) return false;
+    if (parts_[who].completed == 0) return false;
     scratch.clear();
     deps(who, step, scratch);
     return std::all_of(scratch.begin(), scratch.end(),
-                       [&](const StepRef& r) { return progress_[r.who].completed > r.step; });
+                       [&](const StepRef& r) { return parts_[r.who].completed > r.step; });
   }
 
   // Submits every step that is ready, until none is. See the class comment.
@@ -328,16 +372,16 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
     std::unique_lock lk(m_);
     if (driving_) return;  // the driving thread rescans after its current batch
     driving_ = true;
-    std::vector<StepRef> ready;
-    std::vector<StepRef> scratch;
+    // The driving thread's own (driving_ keeps every other one out): reserved by lay_out.
+    std::vector<StepRef>& ready = ready_;
     for (;;) {
       ready.clear();
       if (!finished_) {
-        for (std::size_t p = 0; p < progress_.size(); ++p) {
-          auto& pr = progress_[p];
-          while (pr.next < steps_[p] && deps_met_locked(p, pr.next, scratch)) {
+        for (std::size_t p = 0; p < parts_.size(); ++p) {
+          auto& pr = parts_[p];
+          while (pr.next < pr.steps && deps_met_locked(p, pr.next, scratch_)) {
             // The driver's hold: the step cannot complete while its operations are being submitted.
-            ++pr.pending[pr.next];
+            ++step_locked(p, pr.next).pending;
             ++outstanding_;
             ready.push_back({p, pr.next++});
           }
@@ -358,7 +402,7 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
               arrive_marker(r.who);
           } catch (const error& e) {
             // Say which collective failed; the message already names the device.
-            ep = std::make_exception_ptr(error(e.condition(), what_ + ": " + e.message()));
+            ep = std::make_exception_ptr(error(e.condition(), plan_.what + ": " + e.message()));
           } catch (...) {
             ep = std::current_exception();
           }
@@ -376,7 +420,7 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
 
   // Step 0: an empty operation on the participant's default stream.
   void arrive_marker(std::size_t who) {
-    const auto& d = devices_[who];
+    const auto& d = device(who);
     xdev::detail::submit<void>(
         d.queue(), d.queue()->default_chain(), nullptr, [](Completion done) { done(nullptr); }, token(who, 0));
   }
@@ -385,11 +429,11 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
   void arrive(std::size_t who, std::size_t step, std::exception_ptr ep) {
     std::unique_lock lk(m_);
     --outstanding_;
-    auto& pr = progress_[who];
+    auto& pr = parts_[who];
     if (ep && !error_ && !delivered_) error_ = std::move(ep);
-    if (--pr.pending[step] == 0) {
-      pr.done[step] = true;
-      while (pr.completed < steps_[who] && pr.done[pr.completed]) {
+    if (StepState& st = step_locked(who, step); --st.pending == 0) {
+      st.done = true;
+      while (pr.completed < pr.steps && step_locked(who, pr.completed).done) {
         ++pr.completed;
         ++completed_steps_;
       }
@@ -441,33 +485,33 @@ class CollectiveDriver : public std::enable_shared_from_this<CollectiveDriver> {
   std::string deadline_message_locked() const {
     std::string stuck;
     std::string waiting;
-    for (std::size_t p = 0; p < progress_.size(); ++p) {
-      const auto& pr = progress_[p];
-      if (pr.completed == steps_[p]) continue;
-      const std::string of = " of " + std::to_string(steps_[p] - 1);
+    for (std::size_t p = 0; p < parts_.size(); ++p) {
+      const auto& pr = parts_[p];
+      if (pr.completed == pr.steps) continue;
+      const std::string of = " of " + std::to_string(pr.steps - 1);
       if (pr.next > pr.completed) {  // it has work submitted that has not completed
         if (!stuck.empty()) stuck += "; ";
-        stuck +=
-            devices_[p].name() + (pr.completed == 0 ? " did not arrive (step 0" + of + ")"
-                                                    : " did not complete step " + std::to_string(pr.completed) + of);
+        stuck += device(p).name() + (pr.completed == 0 ? " did not arrive (step 0" + of + ")"
+                                                       : " did not complete step " + std::to_string(pr.completed) + of);
       } else {
         if (!waiting.empty()) waiting += ", ";
-        waiting += devices_[p].name() + " (before step " + std::to_string(pr.next) + of + ")";
+        waiting += device(p).name() + " (before step " + std::to_string(pr.next) + of + ")";
       }
     }
-    std::string msg = what_ + " did not complete within " + std::to_string(timeout_.count()) + " ms: ";
+    std::string msg = plan_.what + " did not complete within " + std::to_string(timeout_.count()) + " ms: ";
     msg += stuck.empty() ? std::string("no device had work pending") : stuck;
     if (!waiting.empty()) msg += "; waiting for them: " + waiting;
     return msg;
   }
 
-  const std::string what_;
-  const std::vector<AnyDevice> devices_;
-  const std::vector<std::size_t> steps_;
+  const CollectivePlan plan_;
   std::size_t total_steps_ = 0;
 
   std::mutex m_;
-  std::vector<Progress> progress_;
+  std::vector<Part> parts_;
+  std::vector<StepState> state_;  // per step of every participant, parts_[p].first on
+  std::vector<StepRef> ready_;    // drive()'s, on the driving thread only
+  std::vector<StepRef> scratch_;  // deps_met_locked()'s, on the driving thread only
   std::size_t completed_steps_ = 0;
   std::size_t outstanding_ = 0;
   bool driving_ = false;

@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <exception>
+#include <list>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,22 +31,35 @@
 
 namespace xdev::spmd::detail {
 
+/// `n` pointers, one per member of a group: on the stack up to 16 members, else on the heap (a
+/// shared-memory step runs per participant per call, and must not allocate for the usual meshes).
+template <class P>
+class MemberPointers {
+ public:
+  explicit MemberPointers(std::size_t n) : heap_(n > on_stack ? n : 0) {}
+  [[nodiscard]] P* data() noexcept { return heap_.empty() ? stack_ : heap_.data(); }
+  P& operator[](std::size_t i) noexcept { return data()[i]; }
+
+ private:
+  static constexpr std::size_t on_stack = 16;
+  P stack_[on_stack]{};
+  std::vector<P> heap_;
+};
+
 /// A collective over arrays of `T`: one participant per mesh device (its flat index), each with
 /// the step program of its algorithm (see collectives.hpp for the algorithms and their costs).
 template <class T>
 class CollectiveRun final : public CollectiveDriver {
  public:
   explicit CollectiveRun(CollectivePlan plan)
-      : CollectiveDriver(plan.what, devices_of(plan), steps_of(plan)), plan_(std::move(plan)) {
-    const std::size_t n = plan_.in.size();
-    group_of_.resize(n);
-    rank_of_.resize(n);
-    temps_.resize(n);
+      : CollectiveDriver(std::move(plan)), plan_(CollectiveDriver::plan()), members_(plan_.in.size()) {
     for (std::size_t g = 0; g < plan_.groups.size(); ++g)
       for (std::size_t r = 0; r < plan_.groups[g].size(); ++r) {
-        group_of_[plan_.groups[g][r]] = g;
-        rank_of_[plan_.groups[g][r]] = r;
+        members_[plan_.groups[g][r]].group = g;
+        members_[plan_.groups[g][r]].rank = r;
+        set_steps(plan_.groups[g][r], steps_of(plan_, plan_.groups[g].size(), r));
       }
+    lay_out();
   }
 
  private:
@@ -68,51 +81,40 @@ class CollectiveRun final : public CollectiveDriver {
     std::size_t offset = 0;  // elements
   };
 
-  static std::vector<AnyDevice> devices_of(const CollectivePlan& pl) {
-    std::vector<AnyDevice> out;
-    for (const auto& a : pl.in) out.push_back(a.device);
-    return out;
-  }
-
-  static std::vector<std::size_t> steps_of(const CollectivePlan& pl) {
-    std::vector<std::size_t> out(pl.in.size(), 1);
-    for (const auto& g : pl.groups) {
-      const std::size_t k = g.size();
-      for (std::size_t r = 0; r < k; ++r) {
-        std::size_t steps = 1;  // the arrival
-        switch (pl.kind) {
-          case CollectiveKind::all_reduce:
-            if (k > 1) steps += pl.route == Route::ring ? 2 * (k - 1) : pl.route == Route::direct ? 2 : 1;
-            break;
-          case CollectiveKind::all_gather:
-          case CollectiveKind::reduce_scatter:
-            steps += pl.route == Route::ring && k > 1 ? k - 1 : 1;
-            break;
-          case CollectiveKind::broadcast:
-            if (k > 1 && r != pl.root) steps += pl.route == Route::ring ? k : 1;
-            break;
-          case CollectiveKind::reduce:  // shared memory: every device reduces its chunk; else the root
-            if (k > 1 && (pl.route == Route::shared_memory || r == pl.root)) steps += 1;
-            break;
-          case CollectiveKind::all_to_all:
-          case CollectiveKind::permute:
-            steps += 1;
-            break;
-        }
-        out[g[r]] = steps;
-      }
+  // The length of the program of the member at position `r` of a group of `k`.
+  static std::size_t steps_of(const CollectivePlan& pl, std::size_t k, std::size_t r) {
+    std::size_t steps = 1;  // the arrival
+    switch (pl.kind) {
+      case CollectiveKind::all_reduce:
+        if (k > 1) steps += pl.route == Route::ring ? 2 * (k - 1) : pl.route == Route::direct ? 2 : 1;
+        break;
+      case CollectiveKind::all_gather:
+      case CollectiveKind::reduce_scatter:
+        steps += pl.route == Route::ring && k > 1 ? k - 1 : 1;
+        break;
+      case CollectiveKind::broadcast:
+        if (k > 1 && r != pl.root) steps += pl.route == Route::ring ? k : 1;
+        break;
+      case CollectiveKind::reduce:  // shared memory: every device reduces its chunk; else the root
+        if (k > 1 && (pl.route == Route::shared_memory || r == pl.root)) steps += 1;
+        break;
+      case CollectiveKind::all_to_all:
+      case CollectiveKind::permute:
+        steps += 1;
+        break;
     }
-    return out;
+    return steps;
   }
 
-  [[nodiscard]] std::size_t k_of(std::size_t p) const { return plan_.groups[group_of_[p]].size(); }
+  [[nodiscard]] std::size_t k_of(std::size_t p) const { return plan_.groups[members_[p].group].size(); }
+  [[nodiscard]] std::size_t rank_of(std::size_t p) const { return members_[p].rank; }
   [[nodiscard]] std::size_t member(std::size_t p, std::size_t rank) const {
-    return plan_.groups[group_of_[p]][rank % k_of(p)];
+    return plan_.groups[members_[p].group][rank % k_of(p)];
   }
-  [[nodiscard]] std::size_t pred(std::size_t p) const { return member(p, rank_of_[p] + k_of(p) - 1); }
+  [[nodiscard]] std::size_t pred(std::size_t p) const { return member(p, rank_of(p) + k_of(p) - 1); }
 
   void deps(std::size_t p, std::size_t s, std::vector<StepRef>& out) const override {
-    const std::size_t k = k_of(p), r = rank_of_[p];
+    const std::size_t k = k_of(p), r = rank_of(p);
     auto every_peer = [&](std::size_t step) {
       for (std::size_t q = 0; q < k; ++q)
         if (q != r) out.push_back({member(p, q), step});
@@ -176,17 +178,18 @@ class CollectiveRun final : public CollectiveDriver {
   }
 
   void release_temporaries() noexcept override {
-    for (auto& t : temps_) t.clear();
+    for (auto& m : members_) m.temps.clear();
   }
 
   // ---- helpers ---------------------------------------------------------------------------------
 
   // The temporary `tag`/`index` of participant `p`, allocated with `length` elements on first use.
   AnyArray<T>& temp(std::size_t p, Tag tag, std::size_t index, std::size_t length) {
-    for (auto& t : temps_[p])
+    for (auto& t : members_[p].temps)
       if (t.tag == tag && t.index == index) return t.array;
-    temps_[p].push_back(Temp{tag, index, xdev::empty<T>(devices()[p], Shape{static_cast<Shape::value_type>(length)})});
-    return temps_[p].back().array;
+    members_[p].temps.push_back(
+        Temp{tag, index, xdev::empty<T>(device(p), Shape{static_cast<Shape::value_type>(length)})});
+    return members_[p].temps.back().array;
   }
 
   static Loc loc(const ArrayRef& a) { return {a.device, a.handle, a.offset}; }
@@ -200,10 +203,10 @@ class CollectiveRun final : public CollectiveDriver {
   }
 
   void copies(std::size_t p, std::size_t s, std::vector<CopyRegion> regions) {
-    submit_copies(devices()[p], std::move(regions), token(p, s));
+    submit_copies(device(p), std::move(regions), token(p, s));
   }
   void combine(std::size_t p, std::size_t s, const AnyArray<T>& a, const AnyArray<T>& b, AnyArray<T>& out) {
-    ops::combine(devices()[p], plan_.combine, a, b, out, token(p, s));
+    ops::combine(device(p), plan_.combine, a, b, out, token(p, s));
   }
   void scale_for_mean(std::size_t p, std::size_t s, AnyArray<T>& x) {
     if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
@@ -214,7 +217,7 @@ class CollectiveRun final : public CollectiveDriver {
         alpha = 1.0 / static_cast<double>(k);
       else
         alpha = T(static_cast<float>(1.0 / static_cast<double>(k)));
-      ops::scale(devices()[p], x, alpha, token(p, s));
+      ops::scale(device(p), x, alpha, token(p, s));
     }
   }
 
@@ -225,7 +228,7 @@ class CollectiveRun final : public CollectiveDriver {
   // the reduced chunk r. Steps k..2k-2 all-gather: rank r copies chunk (r - 1 - t) mod k, t = s - k,
   // from its predecessor's array into its own.
   void ring_all_reduce(std::size_t p, std::size_t s) {
-    const std::size_t k = k_of(p), r = rank_of_[p], n = plan_.in[p].count;
+    const std::size_t k = k_of(p), r = rank_of(p), n = plan_.in[p].count;
     const ArrayRef& mine = plan_.in[p];
     const ArrayRef& theirs = plan_.in[pred(p)];
     if (s <= k - 1) {
@@ -272,7 +275,7 @@ class CollectiveRun final : public CollectiveDriver {
   // Step 1 also copies our own input into block r. Step s = t + 1 copies block (r - 1 - t) mod k
   // from the predecessor: from its input when t = 0 (its own block), else from its output.
   void ring_all_gather(std::size_t p, std::size_t s) {
-    const std::size_t k = k_of(p), r = rank_of_[p], b = plan_.in[p].count;
+    const std::size_t k = k_of(p), r = rank_of(p), b = plan_.in[p].count;
     std::vector<CopyRegion> regions;
     if (s == 1) regions.push_back(region(loc(plan_.in[p]), 0, loc(plan_.out[p]), r * b, b));
     if (k > 1) {
@@ -299,7 +302,7 @@ class CollectiveRun final : public CollectiveDriver {
   // after step s lives in its temporary P[s] (read by its successor in step s+1, so each is
   // written once), and the last step combines into L and copies L into the output.
   void ring_reduce_scatter(std::size_t p, std::size_t s) {
-    const std::size_t k = k_of(p), r = rank_of_[p], b = plan_.out[p].count;
+    const std::size_t k = k_of(p), r = rank_of(p), b = plan_.out[p].count;
     if (k == 1) return copies(p, s, {region(loc(plan_.in[p]), 0, loc(plan_.out[p]), 0, b)});
     const std::size_t t = s - 1, blk = (r + 2 * k - t - 2) % k;
     auto& own_block = temp(p, tag_own, 0, b);
@@ -318,15 +321,15 @@ class CollectiveRun final : public CollectiveDriver {
 
   // Participant q's partial after reduce-scatter step t (it exists: step t has completed).
   AnyArray<T>& partial_of(std::size_t q, std::size_t t) {
-    for (auto& tmp : temps_[q])
+    for (auto& tmp : members_[q].temps)
       if (tmp.tag == tag_partial && tmp.index == t) return tmp.array;
     throw error(errc::internal,
-                "the partial result of step " + std::to_string(t + 1) + " on " + devices()[q].name() + " is missing");
+                "the partial result of step " + std::to_string(t + 1) + " on " + device(q).name() + " is missing");
   }
 
   // Copies block r of every member's input into X[q] and combines them in group order.
   void direct_reduce_scatter(std::size_t p) {
-    const std::size_t k = k_of(p), r = rank_of_[p], b = plan_.out[p].count;
+    const std::size_t k = k_of(p), r = rank_of(p), b = plan_.out[p].count;
     std::vector<CopyRegion> regions;
     for (std::size_t q = 0; q < k; ++q)
       regions.push_back(region(loc(plan_.in[member(p, q)]), r * b, loc(temp(p, tag_member, q, b)), 0, b));
@@ -370,7 +373,7 @@ class CollectiveRun final : public CollectiveDriver {
   // Calls f(q, src_offset, dst_offset, count) for every run participant p receives from member q.
   template <class F>
   void for_each_all_to_all_run(std::size_t p, F&& f) const {
-    detail::for_each_all_to_all_run(plan_.in_shapes[p], k_of(p), rank_of_[p], plan_.split_axis, plan_.concat_axis,
+    detail::for_each_all_to_all_run(plan_.in_shapes[p], k_of(p), rank_of(p), plan_.split_axis, plan_.concat_axis,
                                     std::forward<F>(f));
   }
 
@@ -384,12 +387,12 @@ class CollectiveRun final : public CollectiveDriver {
 
   // Our output receives the input of the member that sends to us, or zeros.
   void permute(std::size_t p) {
-    const std::int64_t from = plan_.source[rank_of_[p]];
+    const std::int64_t from = plan_.source[rank_of(p)];
     const std::size_t n = plan_.out[p].count;
     if (from >= 0)
       return copies(p, 1,
                     {region(loc(plan_.in[member(p, static_cast<std::size_t>(from))]), 0, loc(plan_.out[p]), 0, n)});
-    const AnyDevice& d = devices()[p];
+    const AnyDevice& d = device(p);
     const std::size_t bytes = n * sizeof(T);
     auto zeros = std::shared_ptr<std::byte[]>(new std::byte[bytes]());
     auto launch = [d, h = plan_.out[p].handle, at = plan_.out[p].offset * sizeof(T), zeros,
@@ -415,10 +418,10 @@ class CollectiveRun final : public CollectiveDriver {
   // reduce_scatter: r reduces block r of every input into its output. all_gather: r copies every
   // member's input into its output. broadcast: r copies the root's array into its own.
   void shared_step(std::size_t p) {
-    const std::size_t k = k_of(p), r = rank_of_[p];
+    const std::size_t k = k_of(p), r = rank_of(p);
     std::size_t touched = 0;  // bytes read and written, for the choice of where the step runs
     auto wrote = [&](std::size_t from, std::size_t to, std::size_t elements) {
-      if (from != to) xdev::detail::note_copy(*devices()[from].queue(), *devices()[to].queue(), elements * sizeof(T));
+      if (from != to) xdev::detail::note_copy(*device(from).queue(), *device(to).queue(), elements * sizeof(T));
     };
     switch (plan_.kind) {
       case CollectiveKind::all_reduce: {
@@ -466,7 +469,7 @@ class CollectiveRun final : public CollectiveDriver {
       shared_work(p);
       return;
     }
-    const AnyDevice& d = devices()[p];
+    const AnyDevice& d = device(p);
     auto self = std::static_pointer_cast<CollectiveRun>(shared_from_this());
     auto launch = [d, self = std::move(self), p](Completion done) mutable {
       d.model().execute(HostTask([self = std::move(self), p] { self->shared_work(p); }), d.keep_alive(std::move(done)));
@@ -486,17 +489,17 @@ class CollectiveRun final : public CollectiveDriver {
 
   // The data movement of participant p's shared-memory step (see shared_step).
   void shared_work(std::size_t p) const {
-    const std::size_t k = k_of(p), r = rank_of_[p];
+    const std::size_t k = k_of(p), r = rank_of(p);
     switch (plan_.kind) {
       case CollectiveKind::all_reduce: {
         const Chunk c = chunk_of(plan_.in[p].count, k, r);
-        std::vector<T*> arrays(k);
+        MemberPointers<T*> arrays(k);
         for (std::size_t q = 0; q < k; ++q) arrays[q] = host_ptr(plan_.in[member(p, q)]) + c.offset;
         return reduce_into(arrays.data(), k, arrays.data(), k, c.length);
       }
       case CollectiveKind::reduce_scatter: {
         const std::size_t b = plan_.out[p].count;
-        std::vector<T*> inputs(k);
+        MemberPointers<T*> inputs(k);
         for (std::size_t q = 0; q < k; ++q) inputs[q] = host_ptr(plan_.in[member(p, q)]) + r * b;
         T* out = host_ptr(plan_.out[p]);
         return reduce_into(inputs.data(), k, &out, 1, b);
@@ -512,14 +515,14 @@ class CollectiveRun final : public CollectiveDriver {
         return;
       case CollectiveKind::reduce: {
         const Chunk c = chunk_of(plan_.in[p].count, k, r);
-        std::vector<T*> arrays(k);
+        MemberPointers<T*> arrays(k);
         for (std::size_t q = 0; q < k; ++q) arrays[q] = host_ptr(plan_.in[member(p, q)]) + c.offset;
         T* at_root = arrays[plan_.root];
         return reduce_into(arrays.data(), k, &at_root, 1, c.length);
       }
       case CollectiveKind::all_to_all: {
         T* out = host_ptr(plan_.out[p]);
-        std::vector<const T*> in(k);
+        MemberPointers<const T*> in(k);
         for (std::size_t q = 0; q < k; ++q) in[q] = host_ptr(plan_.in[member(p, q)]);
         for_each_all_to_all_run(p, [&](std::size_t q, std::size_t src, std::size_t dst, std::size_t n) {
           std::memcpy(out + dst, in[q] + src, n * sizeof(T));
@@ -542,12 +545,18 @@ class CollectiveRun final : public CollectiveDriver {
     reduce_host_blocks(plan_.combine, plan_.mean, src, nsrc, dst, ndst, n);
   }
 
-  CollectivePlan plan_;
-  std::vector<std::size_t> group_of_;
-  std::vector<std::size_t> rank_of_;
-  // Touched only by the driving thread inside run_step, and by release_temporaries once nothing
-  // runs any more (the driver's lock orders the two).
-  std::vector<std::deque<Temp>> temps_;
+  // A participant: its group, its position in it, and its temporaries. The temporaries are touched
+  // only by the driving thread inside run_step, and by release_temporaries once nothing runs any
+  // more (the driver's lock orders the two); a list, so that a reference to one stays valid while
+  // the next is made, and none is allocated for a run that needs no temporary.
+  struct Member {
+    std::size_t group = 0;
+    std::size_t rank = 0;
+    std::list<Temp> temps;
+  };
+
+  const CollectivePlan& plan_;  // the driver's (it holds the plan)
+  std::vector<Member> members_;
 };
 
 }  // namespace xdev::spmd::detail

@@ -76,6 +76,7 @@ std::vector<ArrayRef> check_arrays(const char* op, const char* name, const Mesh&
     invalid(op, "got " + std::to_string(arrays.size()) + " arrays in `" + name + "` for a mesh of " +
                     std::to_string(mesh.size()) + " devices; pass one per mesh device, in mesh order");
   std::vector<ArrayRef> refs;
+  refs.reserve(arrays.size());
   for (std::size_t i = 0; i < arrays.size(); ++i) {
     const auto& a = arrays[i];
     const std::string id = std::string(name) + "[" + std::to_string(i) + "]";
@@ -241,37 +242,50 @@ ops::BinaryOp combine_of(const char* op, ReduceOp r) {
           "unknown ReduceOp value " + std::to_string(static_cast<int>(r)) + "; accepted: sum, mean, min, max, prod");
 }
 
-// Starts a validated collective when the token asks for it.
+// Starts a validated collective when the token asks for it. Invoked as an rvalue (as Asio and
+// xdev's tokens do), it moves its plan into the run; an lvalue call copies it.
 template <class T>
 struct collective_initiation {
-  std::shared_ptr<const CollectivePlan> plan;
+  CollectivePlan plan;
   std::chrono::milliseconds timeout;
   std::shared_ptr<DeviceQueue> error_sink;
 
   template <class Handler>
-  void operator()(Handler&& handler) const {
+  void operator()(Handler&& handler) && {
+    launch(std::forward<Handler>(handler), std::move(plan));
+  }
+  template <class Handler>
+  void operator()(Handler&& handler) const& {
+    launch(std::forward<Handler>(handler), CollectivePlan(plan));
+  }
+
+ private:
+  template <class Handler>
+  void launch(Handler&& handler, CollectivePlan&& p) const {
     auto work = boost::asio::make_work_guard(boost::asio::get_associated_executor(handler));
     // At `debug`, a record when the collective starts and when it completes (progress).
     std::string traced;
     if (log::enabled(log::Level::debug)) {
       std::size_t devices = 0;
-      for (const auto& g : plan->groups) devices += g.size();
-      traced = plan->what;
+      for (const auto& g : p.groups) devices += g.size();
+      traced = p.what;
       log::write(log::Level::debug, "spmd",
-                 traced + ": started on " + std::to_string(devices) + " devices in " +
-                     std::to_string(plan->groups.size()) + " group(s), " + name_of(plan->route));
+                 traced + ": started on " + std::to_string(devices) + " devices in " + std::to_string(p.groups.size()) +
+                     " group(s), " + name_of(p.route));
     }
+    auto run = std::make_shared<CollectiveRun<T>>(std::move(p));
     // Profiler hooks: the collective as one activity of the mesh's first device.
     std::uint64_t activity = 0;
     if (tools::active()) {
       activity = tools::detail::next_activity_id();
-      tools::detail::emit_begin(activity_of(activity));
+      tools::detail::emit_begin(activity_of(activity, run->what()));
     }
+    // `what` is the run's: its driver calls `finish` and holds the plan meanwhile.
     CollectiveDriver::Finish finish = [q = error_sink, h = std::forward<Handler>(handler), work = std::move(work),
                                        traced = std::move(traced), activity,
-                                       self = *this](std::exception_ptr ep) mutable {
+                                       what = &run->what()](std::exception_ptr ep) mutable {
       if (!traced.empty()) log::write(log::Level::debug, "spmd", traced + (ep ? ": failed" : ": completed"));
-      if (activity != 0) tools::detail::emit_end(self.activity_of(activity), ep);
+      if (activity != 0) tools::detail::emit_end(activity_of(activity, *what, q), ep);
       if (starting_collective > 0) {
         xdev::detail::initiating_scope initiating;
         xdev::detail::deliver(q, std::move(h), std::move(ep));
@@ -280,7 +294,6 @@ struct collective_initiation {
       }
       work.reset();
     };
-    auto run = std::make_shared<CollectiveRun<T>>(*plan);
     // A completion inside this call is delivered later (Asio's rule; see `starting_collective`),
     // and no submission made here blocks the caller: a device that is full or stuck must not hold
     // up the others' work.
@@ -294,22 +307,20 @@ struct collective_initiation {
     run->start(timeout, std::move(finish));
   }
 
-  [[nodiscard]] tools::Activity activity_of(std::uint64_t id) const noexcept {
-    return tools::Activity{id,         tools::Category::collective,
-                           plan->what, error_sink->name(),
-                           0,          0,
-                           {},         std::chrono::steady_clock::now(),
-                           0,          0,
-                           {},         {}};
+  [[nodiscard]] tools::Activity activity_of(std::uint64_t id, const std::string& what) const noexcept {
+    return activity_of(id, what, error_sink);
+  }
+  [[nodiscard]] static tools::Activity activity_of(std::uint64_t id, const std::string& what,
+                                                   const std::shared_ptr<DeviceQueue>& sink) noexcept {
+    return tools::Activity{
+        id, tools::Category::collective, what, sink->name(), 0, 0, {}, std::chrono::steady_clock::now(), 0, 0, {}, {}};
   }
 };
 
 template <class T, class Token>
 auto initiate(CollectivePlan plan, std::chrono::milliseconds timeout, const Mesh& mesh, Token&& token) {
   return boost::asio::async_initiate<Token, void(std::exception_ptr)>(
-      collective_initiation<T>{std::make_shared<const CollectivePlan>(std::move(plan)), timeout,
-                               mesh.device(0).queue()},
-      token);
+      collective_initiation<T>{std::move(plan), timeout, mesh.device(0).queue()}, token);
 }
 
 // Completes a validated plan (its deadline, algorithm and name; `bytes`: one array's size, the
