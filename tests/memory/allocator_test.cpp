@@ -7,7 +7,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <map>
 #include <utility>
+#include <vector>
 
 namespace {
 
@@ -49,6 +54,28 @@ TEST_F(Allocator, SameSizeRequestsReuseCachedBlocks) {
   dev.release_cached_memory();
   EXPECT_EQ(dev.memory_stats().bytes_reserved, 0u);
   EXPECT_EQ(rt.backend().bytes_used(), 0u);
+}
+
+// The cache keeps the records of blocks it handed out for the next blocks given back: a block
+// still comes back only to a request of its own size, whichever sizes the records held before.
+TEST_F(Allocator, ACachedBlockServesOnlyItsOwnSizeWhileTheCacheReusesItsRecords) {
+  const std::size_t sizes[] = {64, 4096, 256, 64, 1024, 4096};
+  std::map<std::byte*, std::size_t> size_of;  // every block the backend made, by handle
+  for (int round = 0; round < 50; ++round) {
+    std::vector<xdev::Buffer<std::byte, ManualBackend>> live;
+    // A different order every round, so that each size is given back into records of the others.
+    for (std::size_t i = 0; i < std::size(sizes); ++i) {
+      const std::size_t bytes = sizes[(i + static_cast<std::size_t>(round)) % std::size(sizes)];
+      live.push_back(dev.allocate<std::byte>(bytes));
+      const auto at = size_of.emplace(live.back().native_handle(), bytes).first;
+      ASSERT_EQ(at->second, bytes) << "round " << round << ": a block of " << at->second
+                                   << " bytes served a request of " << bytes;
+    }
+    if (round % 2 == 1) std::reverse(live.begin(), live.end());  // freed in the other order too
+  }
+  // Six blocks in all: one per live request of each size, reused ever after.
+  EXPECT_EQ(rt.backend().backend_allocations(), std::size(sizes));
+  EXPECT_EQ(dev.memory_stats().bytes_reserved, 64u + 4096 + 256 + 64 + 1024 + 4096);
 }
 
 TEST_F(Allocator, ExceedingTheLimitIsOutOfMemoryNamingDeviceRequestAndLimit) {

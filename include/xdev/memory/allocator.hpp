@@ -4,6 +4,7 @@
 
 #include <xdev/backend/concepts.hpp>
 #include <xdev/core/detail/hooks.hpp>
+#include <xdev/core/detail/node_cache.hpp>
 #include <xdev/core/error.hpp>
 
 #include <algorithm>
@@ -67,7 +68,7 @@ class DeviceAllocator {
     handle_type h{};
     if (auto it = cache_.find(bytes); it != cache_.end()) {
       h = it->second;
-      cache_.erase(it);
+      nodes_.erase(cache_, it);
     } else {
       if (stats_.limit && stats_.bytes_reserved + bytes > *stats_.limit) release_cached_locked();
       h = allocate_from_backend(bytes);
@@ -93,7 +94,7 @@ class DeviceAllocator {
       in_use = stats_.bytes_in_use;
       --stats_.allocation_count;
       try {
-        cache_.emplace(bytes, h);
+        nodes_.insert(cache_, bytes, h);
       } catch (...) {  // no room to remember it: give it straight back
         stats_.bytes_reserved -= bytes;
         backend_->deallocate(ordinal_, h, bytes);
@@ -152,6 +153,9 @@ class DeviceAllocator {
   mutable std::mutex m_;
   MemoryStats stats_;
   std::multimap<std::size_t, handle_type> cache_;
+  // The nodes of blocks taken from the cache, for the next ones given back: a steady state of
+  // allocations and frees of the same sizes then allocates no host memory either.
+  detail::NodeCache<std::multimap<std::size_t, handle_type>> nodes_;
 };
 
 }  // namespace xdev

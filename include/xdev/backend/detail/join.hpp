@@ -6,6 +6,7 @@
 #pragma once
 
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/detail/block_pool.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -86,7 +87,8 @@ class Join : public std::enable_shared_from_this<Join> {
 /// `done`, the operation's runtime may be destroyed.
 template <class Start>
 void start_parts(std::size_t parts, Start&& start, Completion done) {
-  auto join = std::make_shared<Join>(std::move(done));
+  // From the pool the submissions' records come from: one per copy of a collective's step.
+  auto join = std::allocate_shared<Join>(pool_allocator<Join>{}, std::move(done));
   for (std::size_t i = 0; i < parts; ++i)
     if (!join->submit([&](Join::Arrival a) { start(i, Completion(std::move(a))); })) break;
   join->seal();

@@ -8,6 +8,7 @@
 #include <xdev/async/device_queue.hpp>
 #include <xdev/async/submit.hpp>
 #include <xdev/backend/completion.hpp>
+#include <xdev/core/detail/node_cache.hpp>
 #include <xdev/core/detail/unique_function.hpp>
 #include <xdev/core/error.hpp>
 #include <xdev/spmd/detail/collective_plan.hpp>
@@ -71,16 +72,9 @@ class DeadlineTimer {
     std::lock_guard lk(m_);
     const std::uint64_t id = ++last_id_;
     if (stopping_) return id;  // at exit: nobody will wait for the result any more
-    Entries::iterator entry;
-    if (!spare_.empty()) {  // a node of an earlier entry: no allocation
-      Entries::node_type node = std::move(spare_.back());
-      spare_.pop_back();
-      node.key() = Key{when, id};
-      node.mapped() = std::move(f);
-      entry = entries_.insert(std::move(node)).position;
-    } else {
-      entry = entries_.emplace(Key{when, id}, std::move(f)).first;
-    }
+    // In the node of an earlier entry: collectives started one after another schedule and cancel
+    // their deadlines without allocating.
+    const auto entry = nodes_.insert(entries_, Key{when, id}, std::move(f));
     if (!thread_.joinable()) {
       try {
         thread_ = std::thread([this] { run(); });
@@ -102,13 +96,13 @@ class DeadlineTimer {
     for (auto it = entries_.begin(); it != entries_.end(); ++it)
       if (it->first.id == id) {
         dropped = std::move(it->second);
-        keep_node(entries_.extract(it));
+        nodes_.erase(entries_, it);
         break;
       }
   }
 
  private:
-  DeadlineTimer() { spare_.reserve(max_spare); }
+  DeadlineTimer() = default;
 
   struct Key {
     Clock::time_point when;
@@ -116,13 +110,6 @@ class DeadlineTimer {
     bool operator<(const Key& o) const noexcept { return when != o.when ? when < o.when : id < o.id; }
   };
   using Entries = std::map<Key, Callback>;
-
-  // The nodes of entries that ended, for the next ones: collectives started one after another
-  // then schedule and cancel their deadlines without allocating. Callback moved out (empty).
-  static constexpr std::size_t max_spare = 64;
-  void keep_node(Entries::node_type node) noexcept {
-    if (spare_.size() < max_spare) spare_.push_back(std::move(node));  // within the reserve: no throw
-  }
 
   // Cancelling never wakes the thread: it wakes at the time it chose, finds the entry gone and
   // sleeps until the next one (or until a new entry is due earlier).
@@ -145,7 +132,7 @@ class DeadlineTimer {
         continue;
       }
       Callback f = std::move(first->second);
-      keep_node(entries_.extract(first));
+      nodes_.erase(entries_, first);
       lk.unlock();
       {
         // What the callback starts must not block this thread (see in_async_context()).
@@ -163,7 +150,7 @@ class DeadlineTimer {
   std::mutex m_;
   std::condition_variable cv_;
   Entries entries_;
-  std::vector<Entries::node_type> spare_;
+  xdev::detail::NodeCache<Entries> nodes_;  // of ended entries (their callbacks moved out)
   std::uint64_t last_id_ = 0;
   bool stopping_ = false;
   // When the thread will next look at the entries by itself: min() while it is awake.

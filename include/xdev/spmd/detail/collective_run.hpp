@@ -202,7 +202,7 @@ class CollectiveRun final : public CollectiveDriver {
             n * sizeof(T)};
   }
 
-  void copies(std::size_t p, std::size_t s, std::vector<CopyRegion> regions) {
+  void copies(std::size_t p, std::size_t s, CopyRegions regions) {
     submit_copies(device(p), std::move(regions), token(p, s));
   }
   void combine(std::size_t p, std::size_t s, const AnyArray<T>& a, const AnyArray<T>& b, AnyArray<T>& out) {
@@ -258,7 +258,7 @@ class CollectiveRun final : public CollectiveDriver {
   void direct_all_reduce(std::size_t p, std::size_t s) {
     const std::size_t k = k_of(p), n = plan_.in[p].count;
     if (s == 1) {
-      std::vector<CopyRegion> regions;
+      CopyRegions regions;
       for (std::size_t q = 0; q < k; ++q)
         regions.push_back(region(loc(plan_.in[member(p, q)]), 0, loc(temp(p, tag_member, q, n)), 0, n));
       copies(p, s, std::move(regions));
@@ -276,7 +276,7 @@ class CollectiveRun final : public CollectiveDriver {
   // from the predecessor: from its input when t = 0 (its own block), else from its output.
   void ring_all_gather(std::size_t p, std::size_t s) {
     const std::size_t k = k_of(p), r = rank_of(p), b = plan_.in[p].count;
-    std::vector<CopyRegion> regions;
+    CopyRegions regions;
     if (s == 1) regions.push_back(region(loc(plan_.in[p]), 0, loc(plan_.out[p]), r * b, b));
     if (k > 1) {
       const std::size_t t = s - 1, blk = (r + 2 * k - 1 - t) % k;
@@ -290,7 +290,7 @@ class CollectiveRun final : public CollectiveDriver {
 
   void direct_all_gather(std::size_t p) {
     const std::size_t k = k_of(p), b = plan_.in[p].count;
-    std::vector<CopyRegion> regions;
+    CopyRegions regions;
     for (std::size_t q = 0; q < k; ++q)
       regions.push_back(region(loc(plan_.in[member(p, q)]), 0, loc(plan_.out[p]), q * b, b));
     copies(p, 1, std::move(regions));
@@ -330,7 +330,7 @@ class CollectiveRun final : public CollectiveDriver {
   // Copies block r of every member's input into X[q] and combines them in group order.
   void direct_reduce_scatter(std::size_t p) {
     const std::size_t k = k_of(p), r = rank_of(p), b = plan_.out[p].count;
-    std::vector<CopyRegion> regions;
+    CopyRegions regions;
     for (std::size_t q = 0; q < k; ++q)
       regions.push_back(region(loc(plan_.in[member(p, q)]), r * b, loc(temp(p, tag_member, q, b)), 0, b));
     copies(p, 1, std::move(regions));
@@ -360,7 +360,7 @@ class CollectiveRun final : public CollectiveDriver {
   // copies X[0] into its own array (nobody else reads it). The other members only arrive.
   void direct_reduce(std::size_t p) {
     const std::size_t k = k_of(p), n = plan_.in[p].count;
-    std::vector<CopyRegion> regions;
+    CopyRegions regions;
     for (std::size_t q = 0; q < k; ++q)
       regions.push_back(region(loc(plan_.in[member(p, q)]), 0, loc(temp(p, tag_member, q, n)), 0, n));
     copies(p, 1, std::move(regions));
@@ -377,8 +377,8 @@ class CollectiveRun final : public CollectiveDriver {
                                     std::forward<F>(f));
   }
 
-  std::vector<CopyRegion> all_to_all_regions(std::size_t p) const {
-    std::vector<CopyRegion> regions;
+  CopyRegions all_to_all_regions(std::size_t p) const {
+    CopyRegions regions;
     for_each_all_to_all_run(p, [&](std::size_t q, std::size_t src, std::size_t dst, std::size_t n) {
       regions.push_back(region(loc(plan_.in[member(p, q)]), src, loc(plan_.out[p]), dst, n));
     });

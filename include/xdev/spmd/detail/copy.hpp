@@ -12,9 +12,11 @@
 #include <xdev/core/detail/hooks.hpp>
 #include <xdev/core/error.hpp>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <initializer_list>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -30,6 +32,47 @@ struct CopyRegion {
   xdev::detail::erased_handle dst_handle;
   std::size_t dst_offset = 0;
   std::size_t bytes = 0;
+};
+
+/// The regions of one copy operation: up to two held in place (a ring step copies one or two), more
+/// on the heap. An operation's record holds its regions, so a ring's copies allocate nothing for
+/// them.
+class CopyRegions {
+ public:
+  CopyRegions() = default;
+  CopyRegions(std::initializer_list<CopyRegion> regions) {
+    for (const auto& r : regions) push_back(r);
+  }
+  /// Takes a list built elsewhere (a placement's regions per shard).
+  CopyRegions(std::vector<CopyRegion> regions)  // NOLINT(google-explicit-constructor): a list of regions
+      : heap_(std::move(regions)), spilled_(true) {}
+
+  void push_back(CopyRegion r) {
+    if (!spilled_ && size_ < in_place_count) {
+      in_place_[size_++] = std::move(r);
+      return;
+    }
+    if (!spilled_) {
+      heap_.reserve(size_ + 1);
+      for (std::size_t i = 0; i < size_; ++i) heap_.push_back(std::move(in_place_[i]));
+      spilled_ = true;
+    }
+    heap_.push_back(std::move(r));
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return spilled_ ? heap_.size() : size_; }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+  [[nodiscard]] const CopyRegion& operator[](std::size_t i) const noexcept {
+    return spilled_ ? heap_[i] : in_place_[i];
+  }
+  [[nodiscard]] const CopyRegion* begin() const noexcept { return spilled_ ? heap_.data() : in_place_.data(); }
+  [[nodiscard]] const CopyRegion* end() const noexcept { return begin() + size(); }
+
+ private:
+  static constexpr std::size_t in_place_count = 2;
+  std::array<CopyRegion, in_place_count> in_place_{};
+  std::size_t size_ = 0;  // in place, until spilled
+  std::vector<CopyRegion> heap_;
+  bool spilled_ = false;
 };
 
 /// Starts one region's copy on the backends (no queue, no in-flight slot: the caller submitted the
@@ -81,7 +124,7 @@ inline void start_copy(const CopyRegion& r, Completion done) {
 /// Starts every region at once and calls `done` once, when all have completed, with the first
 /// error any of them reported (the others still complete: nothing is left running on a buffer
 /// after `done`). A region whose start throws ends the starting (`detail::start_parts`).
-inline void start_copies(std::vector<CopyRegion> regions, Completion done) {
+inline void start_copies(const CopyRegions& regions, Completion done) {
   xdev::detail::start_parts(
       regions.size(), [&](std::size_t i, Completion part) { start_copy(regions[i], std::move(part)); },
       std::move(done));
@@ -92,12 +135,10 @@ inline void start_copies(std::vector<CopyRegion> regions, Completion done) {
 /// `token` with `void(std::exception_ptr)` when every region is copied. The caller orders the
 /// copy after the work that produced the sources on other devices.
 template <class Token = const use_future_t&>
-auto submit_copies(const AnyDevice& queue_device, std::vector<CopyRegion> regions, Token&& token = use_future) {
+auto submit_copies(const AnyDevice& queue_device, CopyRegions regions, Token&& token = use_future) {
   std::uint64_t bytes = 0;
   for (const auto& r : regions) bytes += r.bytes;
-  auto launch = [regions = std::move(regions)](Completion done) mutable {
-    start_copies(std::move(regions), std::move(done));
-  };
+  auto launch = [regions = std::move(regions)](Completion done) { start_copies(regions, std::move(done)); };
   // Host-ordered (`false`): the regions may use other devices' queues.
   return xdev::detail::submit<void>(
       queue_device.queue(), queue_device.queue()->default_chain(), nullptr,
